@@ -1,0 +1,159 @@
+// The demo that scripts/demo.sh drives: contenders taking turns on one
+// resource through the async Client, and a probe that shows how quickly a
+// lost majority is reported.
+//
+//   redlock-demo contend MASTER_URI...   several contenders, a few turns each
+//   redlock-demo probe MASTER_URI...     one try, reporting the outcome and its time
+
+#include <uv.h>
+#include <redlock/redlock.hpp>
+
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+using namespace std::chrono_literals;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+constexpr int contenders = 3;
+constexpr int turns_each = 3;
+constexpr auto ttl = 2000ms;
+constexpr auto hold_for = 80ms;
+const char* const resource = "demo:printer";
+
+double ms_since(Clock::time_point t) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - t).count();
+}
+
+redlock::Options options_from(int argc, char** argv) {
+  redlock::Options options;
+  for (int i = 2; i < argc; ++i) options.masters.push_back(redlock::Endpoint::parse(argv[i]));
+  options.retry_count = 100;
+  options.retry_delay = 20ms;
+  options.retry_jitter = 40ms;
+  return options;
+}
+
+// One contender: its own Client (as if it were its own process), taking the
+// lock, holding it for a while, releasing it, turns_each times.
+struct Contender {
+  int id;
+  redlock::Client client;
+  uv_timer_t hold_timer{};
+  redlock::Lock lock;
+  int turns = 0;
+  Clock::time_point asked{};
+  int* holder;
+  bool* overlap;
+  Clock::time_point start;
+
+  Contender(uv_loop_t* loop, int id_, const redlock::Options& o, int* holder_, bool* overlap_,
+            Clock::time_point s)
+      : id(id_), client(loop, o), holder(holder_), overlap(overlap_), start(s) {
+    uv_timer_init(loop, &hold_timer);
+    hold_timer.data = this;
+  }
+
+  void take() {
+    asked = Clock::now();
+    client.lock(resource, ttl, [this](std::error_code error, redlock::Lock l) {
+      if (error) {
+        std::printf("[%7.1f ms] contender %d: lock failed: %s\n", ms_since(start), id,
+                    error.message().c_str());
+        return finish();
+      }
+      lock = std::move(l);
+      if (*holder != -1) *overlap = true;
+      *holder = id;
+      std::printf(
+          "[%7.1f ms] contender %d HOLDS %s (value %.8s..., acquired in %.2f ms, valid for %lld ms)\n",
+          ms_since(start), id, resource, lock.value.c_str(), ms_since(asked),
+          static_cast<long long>(lock.validity().count()));
+      uv_timer_start(
+          &hold_timer, [](uv_timer_t* t) { static_cast<Contender*>(t->data)->release(); },
+          static_cast<std::uint64_t>(hold_for.count()), 0);
+    });
+  }
+
+  void release() {
+    *holder = -1;
+    client.unlock(lock, [this](std::error_code error) {
+      std::printf("[%7.1f ms] contender %d released%s%s\n", ms_since(start), id, error ? ": " : "",
+                  error ? error.message().c_str() : "");
+      if (++turns < turns_each) return take();
+      finish();
+    });
+  }
+
+  void finish() {
+    client.close(nullptr);
+    uv_close(reinterpret_cast<uv_handle_t*>(&hold_timer), nullptr);
+  }
+};
+
+int contend(int argc, char** argv) {
+  redlock::Options options = options_from(argc, argv);
+  std::printf("%d contenders, %d turns each, on %zu masters (majority %zu), ttl %lld ms\n", contenders,
+              turns_each, options.masters.size(), options.masters.size() / 2 + 1,
+              static_cast<long long>(ttl.count()));
+  uv_loop_t loop;
+  uv_loop_init(&loop);
+  int holder = -1;
+  bool overlap = false;
+  auto start = Clock::now();
+  {
+    std::vector<std::unique_ptr<Contender>> all;
+    for (int i = 1; i <= contenders; ++i) {
+      all.push_back(std::make_unique<Contender>(&loop, i, options, &holder, &overlap, start));
+    }
+    for (auto& c : all) c->take();
+    uv_run(&loop, UV_RUN_DEFAULT);
+    int turns = 0;
+    for (auto& c : all) turns += c->turns;
+    std::printf("%d of %d turns completed in %.1f ms; %s\n", turns, contenders * turns_each, ms_since(start),
+                overlap ? "TWO HOLDERS AT ONCE: mutual exclusion broken" : "never two holders at once");
+    if (overlap || turns != contenders * turns_each) return 1;
+  }
+  return uv_loop_close(&loop) == 0 ? 0 : 1;
+}
+
+int probe(int argc, char** argv) {
+  redlock::Options options = options_from(argc, argv);
+  options.retry_count = 2;
+  options.retry_delay = 50ms;
+  options.retry_jitter = 50ms;
+  auto bound = (options.retry_count + 1) * options.command_timeout +
+               options.retry_count * (options.retry_delay + options.retry_jitter) + options.connect_timeout;
+  redlock::Redlock redlock(options);
+  auto asked = Clock::now();
+  redlock::Result<redlock::Lock> lock = redlock.lock(resource, ttl);
+  double took = ms_since(asked);
+  if (lock) {
+    std::printf("acquired %s in %.2f ms\n", resource, took);
+    redlock.unlock(*lock);
+    return 0;
+  }
+  std::printf("lock %s: %s, answered in %.1f ms (bound from the options: %lld ms)\n", resource,
+              lock.error().message().c_str(), took, static_cast<long long>(bound.count()));
+  return lock.error() == redlock::errc::unavailable ? 2 : 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 3 || (std::strcmp(argv[1], "contend") != 0 && std::strcmp(argv[1], "probe") != 0)) {
+    std::fprintf(stderr, "usage: %s contend|probe redis://HOST:PORT...\n", argv[0]);
+    return 64;
+  }
+  try {
+    return std::strcmp(argv[1], "contend") == 0 ? contend(argc, argv) : probe(argc, argv);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return 64;
+  }
+}

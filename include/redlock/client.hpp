@@ -1,0 +1,71 @@
+#pragma once
+
+#include <redlock/error.hpp>
+#include <redlock/export.hpp>
+#include <redlock/lock.hpp>
+#include <redlock/options.hpp>
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <system_error>
+
+struct uv_loop_s;
+typedef struct uv_loop_s uv_loop_t;  // NOLINT(modernize-use-using): matches uv.h
+
+namespace redlock {
+
+/// The asynchronous API, on the caller's libuv loop.
+///
+/// Threading: a Client belongs to the thread that runs its loop. Construct it,
+/// call it and destroy it on that thread only (use Redlock from other threads).
+///
+/// Callbacks: each callback is called exactly once, on the loop thread, and
+/// never from inside the call that took it: always on a later loop turn, even
+/// for an invalid argument. Unlike libuv's "error means no callback", every
+/// call here is answered. Errors are redlock::errc values.
+///
+/// Lifetime: the Client starts connecting to every master when constructed.
+/// close() and the destructor are safe with operations in flight: their
+/// callbacks get errc::closed. Either releases every libuv handle the Client
+/// opened; run the loop until uv_run() returns so they finish closing, and then
+/// uv_loop_close() succeeds.
+///
+/// Signals: commands are written with send(MSG_NOSIGNAL). Only when a socket's
+/// buffer is full does libuv write the rest, and that write can raise SIGPIPE
+/// if the master died meanwhile: like any libuv program, ignore SIGPIPE.
+class REDLOCK_API Client {
+ public:
+  using LockCallback = std::function<void(std::error_code, Lock)>;
+  using UnlockCallback = std::function<void(std::error_code)>;
+
+  /// Throws std::invalid_argument when the options are invalid.
+  Client(uv_loop_t* loop, Options options);
+  ~Client();
+  Client(const Client&) = delete;
+  Client& operator=(const Client&) = delete;
+
+  /// Acquires `resource` for `ttl`, retrying Options::retry_count times.
+  void lock(std::string resource, milliseconds ttl, LockCallback cb);
+  /// One attempt, no retries.
+  void try_lock(std::string resource, milliseconds ttl, LockCallback cb);
+  /// Sets the remaining time to `ttl` on a quorum where the value is still
+  /// ours. Never re-creates a vanished key. On failure the lock is lost.
+  void extend(const Lock& lock, milliseconds ttl, LockCallback cb);
+  /// Renews where the value is ours and sets it where the key is absent; the
+  /// new Lock says whether ownership was continuous. On failure the lock is lost.
+  void continue_lock(const Lock& lock, milliseconds ttl, LockCallback cb);
+  /// Deletes our value on every master; errc::not_held when a quorum no
+  /// longer held it.
+  void unlock(const Lock& lock, UnlockCallback cb);
+  /// Fails pending operations with errc::closed, closes every connection and
+  /// then calls `cb` (may be empty). Later calls are answered with errc::closed.
+  void close(std::function<void()> cb);
+
+  class Impl;
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace redlock

@@ -1,0 +1,36 @@
+#pragma once
+
+#include <redlock/export.hpp>
+
+#include <system_error>
+
+namespace redlock {
+
+/// Outcomes a caller can act on. Per-master causes (a timeout, an I/O error, an
+/// error reply) stay inside the library: a round turns N votes into one of these.
+enum class errc {
+  /// held by another owner: no quorum after all retries
+  not_acquired = 1,
+  /// too few masters reachable to form a quorum
+  unavailable,
+  /// the caller's own wait deadline passed
+  timeout,
+  /// extend/unlock: no longer held on a quorum
+  not_held,
+  /// empty resource, ttl out of range, bad options
+  invalid_argument,
+  /// the client is closed
+  closed,
+};
+
+/// The category of every redlock::errc; its name() is "redlock".
+REDLOCK_API const std::error_category& category() noexcept;
+
+REDLOCK_API std::error_code make_error_code(errc e) noexcept;
+
+}  // namespace redlock
+
+namespace std {
+template <>
+struct is_error_code_enum<redlock::errc> : true_type {};
+}  // namespace std

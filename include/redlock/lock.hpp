@@ -1,0 +1,32 @@
+#pragma once
+
+#include <redlock/export.hpp>
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+
+namespace redlock {
+
+/// A lock held on a quorum of masters. A plain value: copy it, keep it, pass it
+/// back to extend(), continue_lock() or unlock().
+struct REDLOCK_API Lock {
+  /// The resource as the caller named it (without Options::key_prefix).
+  std::string resource;
+  /// The unique value stored on the masters: 128 random bits, hex encoded.
+  std::string value;
+  /// The moment the lock stops being safe to rely on: t0 + ttl - drift.
+  std::chrono::steady_clock::time_point valid_until{};
+  /// 0 unless fencing is enabled.
+  std::uint64_t fencing_token = 0;
+  /// continue_lock(): the round started before the previous valid_until, so the
+  /// lock was held without a gap. Always true for lock() and extend().
+  bool continued = true;
+
+  /// Time left, rounded down; zero once expired.
+  std::chrono::milliseconds validity() const;
+  /// True while valid_until is in the future.
+  bool valid() const;
+};
+
+}  // namespace redlock

@@ -1,0 +1,70 @@
+#pragma once
+
+#include <redlock/export.hpp>
+
+#include <chrono>
+#include <functional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace redlock {
+
+using std::chrono::milliseconds;
+
+/// One Redis master.
+struct REDLOCK_API Endpoint {
+  /// Host name or IP literal; names are resolved without blocking the loop.
+  std::string host = "127.0.0.1";
+  /// TCP port, 1-65535.
+  int port = 6379;
+  /// Path of a Unix socket; used instead of host and port when set.
+  std::string unix_socket;
+  /// ACL user for AUTH; empty means AUTH with the password alone.
+  std::string username;
+  /// Password for AUTH; empty means no AUTH.
+  std::string password;
+  /// Database for SELECT; 0 sends no SELECT.
+  int database = 0;
+
+  /// Parses redis://[user:pass@]host[:port][/db] (IPv6 hosts in brackets,
+  /// user and password percent-decoded) or unix:///path/to/socket[?db=N].
+  /// Throws std::invalid_argument naming what is wrong.
+  static Endpoint parse(std::string_view uri);
+
+  /// The endpoint as a URI, without the password.
+  std::string to_string() const;
+};
+
+/// Everything a Client needs; validated when the Client is constructed
+/// (std::invalid_argument naming the field).
+struct REDLOCK_API Options {
+  /// The independent masters, N >= 1, no duplicates; odd N recommended.
+  std::vector<Endpoint> masters;
+  /// Longest time to connect and finish AUTH/SELECT/script loading.
+  milliseconds connect_timeout{200};
+  /// Longest wait for one master's reply before it counts as a failed vote.
+  milliseconds command_timeout{50};
+  /// lock(): retries after the first attempt.
+  int retry_count = 3;
+  /// lock(): pause between attempts.
+  milliseconds retry_delay{200};
+  /// lock(): a uniformly random extra pause in [0, retry_jitter].
+  milliseconds retry_jitter{200};
+  /// Clock drift allowed per millisecond of ttl, in [0, 1).
+  double drift_factor = 0.01;
+  /// Clock drift allowed on top of ttl * drift_factor.
+  milliseconds drift_constant{2};
+  /// Key on every master = key_prefix + resource.
+  std::string key_prefix;
+  /// A master votes only once it has been up this long; 0 = off.
+  milliseconds restart_quarantine{0};
+  /// Time source for t0 and validity; empty means steady_clock::now. Meant for
+  /// tests and simulations; it must tick like steady_clock.
+  std::function<std::chrono::steady_clock::time_point()> clock;
+
+  /// Throws std::invalid_argument naming the first bad field.
+  void validate() const;
+};
+
+}  // namespace redlock

@@ -1,0 +1,10 @@
+#pragma once
+
+// The one header users include.
+#include <redlock/blocking.hpp>
+#include <redlock/client.hpp>
+#include <redlock/error.hpp>
+#include <redlock/export.hpp>
+#include <redlock/lock.hpp>
+#include <redlock/options.hpp>
+#include <redlock/result.hpp>

@@ -1,0 +1,51 @@
+#pragma once
+
+#include <cassert>
+#include <system_error>
+#include <utility>
+
+namespace redlock {
+
+/// A value or the error that prevented it, like std::expected.
+/// `if (auto lock = redlock.lock("jobs", 10s)) use(*lock); else log(lock.error());`
+template <class T>
+class Result {
+ public:
+  Result(T value) : value_(std::move(value)) {}                      // NOLINT(google-explicit-constructor)
+  Result(std::error_code error) : error_(error) { assert(error_); }  // NOLINT(google-explicit-constructor)
+
+  [[nodiscard]] bool has_value() const noexcept { return !error_; }
+  explicit operator bool() const noexcept { return has_value(); }
+
+  /// The error; an empty std::error_code when there is a value.
+  [[nodiscard]] std::error_code error() const noexcept { return error_; }
+
+  /// The value; throws std::system_error when there is none.
+  T& value() & {
+    check();
+    return value_;
+  }
+  const T& value() const& {
+    check();
+    return value_;
+  }
+  T&& value() && {
+    check();
+    return std::move(value_);
+  }
+
+  T& operator*() & noexcept { return value_; }
+  const T& operator*() const& noexcept { return value_; }
+  T* operator->() noexcept { return &value_; }
+  const T* operator->() const noexcept { return &value_; }
+
+ private:
+  void check() const {
+    if (error_) throw std::system_error(error_);
+  }
+
+  T value_{};
+  std::error_code error_;
+};
+
+}  // namespace redlock

@@ -1,0 +1,143 @@
+#include <redlock/client.hpp>
+
+#include <uv.h>
+
+#include <limits>
+#include <stdexcept>
+#include <unordered_map>
+#include <utility>
+
+#include "deferred.hpp"
+#include "operation.hpp"
+#include "quorum.hpp"
+#include "token.hpp"
+
+namespace redlock {
+namespace {
+
+// Redis accepts larger keys, but a lock name this long is a caller's bug.
+constexpr std::size_t max_key_bytes = 64 * 1024;
+constexpr milliseconds max_ttl{std::numeric_limits<std::int32_t>::max()};
+
+}  // namespace
+
+class Client::Impl final : public Context {
+ public:
+  Impl(uv_loop_t* loop, Options options) : Context(loop, std::move(options)) {
+    for (std::size_t i = 0; i < this->options.masters.size(); ++i) {
+      MasterConfig config;
+      config.endpoint = this->options.masters[i];
+      config.index = i;
+      config.connect_timeout = this->options.connect_timeout;
+      config.command_timeout = this->options.command_timeout;
+      config.restart_quarantine = this->options.restart_quarantine;
+      masters.push_back(std::make_unique<Master>(loop, std::move(config), random_seed()));
+    }
+  }
+
+  ~Impl() override { close(nullptr); }
+
+  void post(std::function<void()> fn) override {
+    if (!deferred_) deferred_ = Deferred::open(loop);
+    deferred_->post(std::move(fn));
+  }
+
+  // Destroyed on a later turn: finished() is called from inside the operation.
+  void finished(Operation& op) override {
+    auto it = operations_.find(&op);
+    if (it == operations_.end()) return;
+    post([owned = std::move(it->second)] {});
+    operations_.erase(it);
+  }
+
+  void run(Operation::Kind kind, Lock lock, milliseconds ttl, int attempts, Operation::Callback cb) {
+    if (!cb) cb = [](std::error_code, Lock) {};
+    errc refused{};
+    if (closed_) {
+      refused = errc::closed;
+    } else if (!valid_call(kind, lock, ttl)) {
+      refused = errc::invalid_argument;
+    }
+    if (refused != errc{}) {
+      post([cb = std::move(cb), refused] { cb(make_error_code(refused), Lock{}); });
+      return;
+    }
+    auto op = std::make_shared<Operation>(*this, kind, std::move(lock), ttl, attempts, std::move(cb));
+    Operation& started = *op;
+    operations_.emplace(op.get(), std::move(op));
+    started.start();
+  }
+
+  void close(std::function<void()> cb) {
+    if (!closed_) {
+      closed_ = true;
+      auto operations = std::move(operations_);
+      operations_.clear();
+      for (auto& [raw, op] : operations) op->cancel();
+      masters.clear();
+    }
+    if (cb) post(std::move(cb));
+    deferred_.reset();  // closes its handles once what is queued has run
+  }
+
+ private:
+  bool valid_call(Operation::Kind kind, const Lock& lock, milliseconds ttl) const {
+    if (lock.resource.empty() || options.key_prefix.size() + lock.resource.size() > max_key_bytes)
+      return false;
+    if (kind == Operation::Kind::acquire) return valid_ttl(ttl);
+    if (lock.value.empty()) return false;
+    return kind == Operation::Kind::unlock || valid_ttl(ttl);
+  }
+
+  bool valid_ttl(milliseconds ttl) const {
+    if (ttl.count() <= 0 || ttl > max_ttl) return false;
+    // Redlock's restart rule: a master that forgot our key must stay out longer than the key lives.
+    if (options.restart_quarantine.count() > 0 && ttl > options.restart_quarantine) return false;
+    // A ttl the drift allowance eats whole could never give a valid lock.
+    return quorum::drift(ttl, options.drift_factor, options.drift_constant) < ttl;
+  }
+
+  // operations_ is destroyed before the masters (a base-class member):
+  // operations hold rounds whose commands sit in the masters' queues.
+  std::unordered_map<Operation*, std::shared_ptr<Operation>> operations_;
+  Deferred::Ptr deferred_;
+  bool closed_ = false;
+};
+
+Client::Client(uv_loop_t* loop, Options options) {
+  if (!loop) throw std::invalid_argument("redlock::Client: loop is null");
+  options.validate();
+  impl_ = std::make_unique<Impl>(loop, std::move(options));
+}
+
+Client::~Client() = default;
+
+void Client::lock(std::string resource, milliseconds ttl, LockCallback cb) {
+  Lock lock{std::move(resource), random_token()};
+  impl_->run(Operation::Kind::acquire, std::move(lock), ttl, impl_->options.retry_count + 1, std::move(cb));
+}
+
+void Client::try_lock(std::string resource, milliseconds ttl, LockCallback cb) {
+  Lock lock{std::move(resource), random_token()};
+  impl_->run(Operation::Kind::acquire, std::move(lock), ttl, 1, std::move(cb));
+}
+
+void Client::extend(const Lock& lock, milliseconds ttl, LockCallback cb) {
+  impl_->run(Operation::Kind::extend, lock, ttl, 1, std::move(cb));
+}
+
+void Client::continue_lock(const Lock& lock, milliseconds ttl, LockCallback cb) {
+  impl_->run(Operation::Kind::continue_lock, lock, ttl, 1, std::move(cb));
+}
+
+void Client::unlock(const Lock& lock, UnlockCallback cb) {
+  if (!cb) cb = [](std::error_code) {};
+  impl_->run(Operation::Kind::unlock, lock, milliseconds{1}, 1,
+             [cb = std::move(cb)](std::error_code error, Lock) { cb(error); });
+}
+
+void Client::close(std::function<void()> cb) {
+  impl_->close(std::move(cb));
+}
+
+}  // namespace redlock

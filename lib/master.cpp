@@ -1,0 +1,461 @@
+#include "master.hpp"
+
+#include <sys/socket.h>
+
+#include <algorithm>
+#include <cassert>
+#include <cerrno>
+#include <cstring>
+#include <limits>
+#include <string_view>
+#include <utility>
+
+namespace redlock {
+
+struct Master::Socket {
+  union {
+    uv_handle_t handle;
+    uv_stream_t stream;
+    uv_tcp_t tcp;
+    uv_pipe_t pipe;
+  };
+  uv_connect_t connect_request{};
+  Master* owner = nullptr;  // null once the Master let go of this connection
+
+  explicit Socket(Master* m) : owner(m) { std::memset(&tcp, 0, sizeof tcp); }
+};
+
+void Master::SocketCloser::operator()(Socket* s) const noexcept {
+  s->owner = nullptr;
+  uv_close(&s->handle,
+           [](uv_handle_t* h) { std::unique_ptr<Socket> free_now(static_cast<Socket*>(h->data)); });
+}
+
+struct Master::Resolve {
+  uv_getaddrinfo_t request{};
+  Master* owner = nullptr;  // null once the Master stopped waiting for it
+};
+
+namespace {
+
+struct WriteRequest {
+  uv_write_t request{};
+  std::string bytes;
+};
+
+constexpr std::uint64_t no_deadline = std::numeric_limits<std::uint64_t>::max();
+constexpr std::size_t read_buffer_size = 64 * 1024;
+
+Master* owner_of_stream(const uv_stream_t* stream) {
+  return static_cast<const Master::Socket*>(stream->data)->owner;
+}
+
+}  // namespace
+
+// libuv's C callbacks, with access to the Master's private members.
+struct Callbacks {
+  static void on_connect(uv_connect_t* request, int status) {
+    if (status == UV_ECANCELED) return;  // the socket is closing
+    if (Master* m = owner_of_stream(request->handle)) m->on_connected(status);
+  }
+
+  static void on_resolved(uv_getaddrinfo_t* request, int status, addrinfo* result) {
+    std::unique_ptr<Master::Resolve> resolve(static_cast<Master::Resolve*>(request->data));
+    Master* m = resolve->owner;
+    if (m) m->resolving_ = nullptr;
+    if (m && status == 0 && result) {
+      m->connect_to(result->ai_addr);
+    } else if (m) {
+      m->drop(Failure::disconnected);
+    }
+    uv_freeaddrinfo(result);
+  }
+
+  static void on_alloc(uv_handle_t* handle, std::size_t, uv_buf_t* buf) {
+    Master* m = static_cast<Master::Socket*>(handle->data)->owner;
+    assert(m);
+    *buf = uv_buf_init(m->read_buffer_.data(), static_cast<unsigned>(m->read_buffer_.size()));
+  }
+
+  static void on_read(uv_stream_t* stream, ssize_t nread, const uv_buf_t* buf) {
+    if (Master* m = owner_of_stream(stream)) m->on_read(nread, buf);
+  }
+
+  static void on_written(uv_write_t* request, int status) {
+    std::unique_ptr<WriteRequest> owned(static_cast<WriteRequest*>(request->data));
+    if (status == 0 || status == UV_ECANCELED) return;
+    if (Master* m = owner_of_stream(request->handle)) m->drop(Failure::disconnected);
+  }
+};
+
+Master::Master(uv_loop_t* loop, MasterConfig config, std::uint64_t seed)
+    : loop_(loop),
+      config_(std::move(config)),
+      backoff_(config_.reconnect_base, config_.reconnect_cap, seed),
+      read_buffer_(read_buffer_size),
+      deadline_timer_(make_timer(loop, this)),
+      reconnect_timer_(make_timer(loop, this)),
+      flusher_(loop, this, uv_prepare_init) {
+  connect();
+}
+
+Master::~Master() {
+  if (resolving_) {
+    resolving_->owner = nullptr;
+    uv_cancel(reinterpret_cast<uv_req_t*>(&resolving_->request));
+  }
+}
+
+bool Master::voting() const {
+  if (state_ != State::ready) return false;
+  if (config_.restart_quarantine.count() == 0) return true;
+  // INFO reports whole seconds, truncated: count one second more to be sure.
+  auto up = uptime_at_connect_ + std::chrono::duration_cast<std::chrono::milliseconds>(
+                                     std::chrono::steady_clock::now() - connected_at_);
+  return up >= config_.restart_quarantine + std::chrono::seconds{1};
+}
+
+void Master::send(std::shared_ptr<const Command> command, std::weak_ptr<ReplyHandler> handler) {
+  std::uint64_t deadline = uv_now(loop_) + static_cast<std::uint64_t>(config_.command_timeout.count());
+  Pending p{std::move(command), std::move(handler), deadline, {}};
+  if (connected()) {
+    append(*p.command, false, out_);
+    uv_prepare_start(flusher_.get(), [](uv_prepare_t* h) { owner_of<Master>(h)->flush(); });
+  } else {
+    append(*p.command, false, p.unsent);
+  }
+  pending_.push_back(std::move(p));
+  if (pending_.size() == 1) arm_timer();
+}
+
+void Master::append(const Command& command, bool as_eval, std::string& out) const {
+  std::vector<std::string_view> argv;
+  argv.reserve(command.argv.size() + 3);
+  if (command.script) {
+    argv.push_back(as_eval ? "EVAL" : "EVALSHA");
+    argv.push_back(as_eval ? command.script->body : command.script->sha1);
+    argv.push_back("1");
+  }
+  for (const std::string& a : command.argv) argv.push_back(a);
+  append_command(out, argv);
+}
+
+void Master::flush() {
+  uv_prepare_stop(flusher_.get());
+  if (out_.empty() || !connected()) return;
+  std::size_t written = 0;
+  if (uv_stream_get_write_queue_size(&socket_->stream) == 0) {
+    long sent = send_now(out_.data(), out_.size());
+    if (sent < 0) {
+      drop(Failure::disconnected);
+      return;
+    }
+    written = static_cast<std::size_t>(sent);
+  }
+  if (written == out_.size()) {
+    out_.clear();
+    return;
+  }
+  // The socket buffer is full: libuv writes the rest when it drains.
+  auto request = std::make_unique<WriteRequest>();
+  request->bytes = out_.substr(written);
+  out_.clear();
+  request->request.data = request.get();
+  uv_buf_t buf = uv_buf_init(request->bytes.data(), static_cast<unsigned>(request->bytes.size()));
+  if (uv_write(&request->request, &socket_->stream, &buf, 1, Callbacks::on_written) != 0) {
+    drop(Failure::disconnected);
+    return;
+  }
+  request.release();  // on_written frees it
+}
+
+// send() with MSG_NOSIGNAL rather than libuv's write(): a master that died
+// must cost a failed vote, not a SIGPIPE that kills the caller's process.
+long Master::send_now(const char* data, std::size_t size) {
+  uv_os_fd_t fd = -1;
+  if (uv_fileno(&socket_->handle, &fd) != 0) return -1;
+  for (;;) {
+    ssize_t n = ::send(fd, data, size, MSG_NOSIGNAL);
+    if (n >= 0) return n;
+    if (errno == EINTR) continue;
+    if (errno == EAGAIN || errno == EWOULDBLOCK) return 0;
+    return -1;
+  }
+}
+
+void Master::connect() {
+  connect_deadline_ = uv_now(loop_) + static_cast<std::uint64_t>(config_.connect_timeout.count());
+  const Endpoint& e = config_.endpoint;
+  if (!e.unix_socket.empty()) {
+    connect_unix();
+  } else {
+    sockaddr_storage address{};
+    if (uv_ip4_addr(e.host.c_str(), e.port, reinterpret_cast<sockaddr_in*>(&address)) == 0 ||
+        uv_ip6_addr(e.host.c_str(), e.port, reinterpret_cast<sockaddr_in6*>(&address)) == 0) {
+      connect_to(reinterpret_cast<const sockaddr*>(&address));
+    } else {
+      resolve();
+    }
+  }
+  arm_timer();
+}
+
+void Master::resolve() {
+  state_ = State::resolving;
+  auto request = std::make_unique<Resolve>();
+  request->owner = this;
+  request->request.data = request.get();
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  std::string port = std::to_string(config_.endpoint.port);
+  int rc = uv_getaddrinfo(loop_, &request->request, Callbacks::on_resolved, config_.endpoint.host.c_str(),
+                          port.c_str(), &hints);
+  if (rc != 0) {
+    drop(Failure::disconnected);
+    return;
+  }
+  resolving_ = request.release();  // on_resolved frees it
+}
+
+void Master::connect_to(const sockaddr* address) {
+  state_ = State::connecting;
+  std::unique_ptr<Socket> s = std::make_unique<Socket>(this);
+  if (uv_tcp_init(loop_, &s->tcp) != 0) {
+    drop(Failure::disconnected);
+    return;
+  }
+  s->handle.data = s.get();
+  socket_.reset(s.release());
+  uv_tcp_nodelay(&socket_->tcp, 1);
+  if (uv_tcp_connect(&socket_->connect_request, &socket_->tcp, address, Callbacks::on_connect) != 0) {
+    drop(Failure::disconnected);
+  }
+}
+
+void Master::connect_unix() {
+  state_ = State::connecting;
+  std::unique_ptr<Socket> s = std::make_unique<Socket>(this);
+  if (uv_pipe_init(loop_, &s->pipe, 0) != 0) {
+    drop(Failure::disconnected);
+    return;
+  }
+  s->handle.data = s.get();
+  socket_.reset(s.release());
+  uv_pipe_connect(&socket_->connect_request, &socket_->pipe, config_.endpoint.unix_socket.c_str(),
+                  Callbacks::on_connect);
+}
+
+void Master::on_connected(int status) {
+  if (status != 0 || uv_read_start(&socket_->stream, Callbacks::on_alloc, Callbacks::on_read) != 0) {
+    drop(Failure::disconnected);
+    return;
+  }
+  ++generation_;
+  reader_ = std::make_unique<ReplyReader>();
+  start_handshake();
+}
+
+// The handshake is pipelined with the commands that waited for the connection:
+// one write carries both, so the first command costs one round trip, not three.
+void Master::start_handshake() {
+  state_ = State::handshaking;
+  const Endpoint& e = config_.endpoint;
+  std::string bytes;
+  if (!e.password.empty()) {
+    if (e.username.empty()) {
+      append_command(bytes, {"AUTH", e.password});
+    } else {
+      append_command(bytes, {"AUTH", e.username, e.password});
+    }
+    handshake_.push_back(Step::auth);
+  }
+  if (e.database != 0) {
+    std::string db = std::to_string(e.database);
+    append_command(bytes, {"SELECT", db});
+    handshake_.push_back(Step::select);
+  }
+  for (const Script* s : scripts::all) {
+    append_command(bytes, {"SCRIPT", "LOAD", s->body});
+    handshake_.push_back(Step::load_script);
+  }
+  append_command(bytes, {"INFO", "server"});
+  handshake_.push_back(Step::info);
+  for (Pending& p : pending_) {
+    bytes += p.unsent;
+    p.unsent.clear();
+  }
+  out_ = std::move(bytes);
+  flush();
+}
+
+void Master::on_read(ssize_t nread, const uv_buf_t* buf) {
+  if (nread == 0) return;
+  if (nread < 0) {
+    drop(Failure::disconnected);
+    return;
+  }
+  if (!reader_->feed(buf->base, static_cast<std::size_t>(nread))) {
+    drop(Failure::disconnected);
+    return;
+  }
+  std::uint64_t generation = generation_;
+  while (generation == generation_) {
+    std::optional<Reply> reply = reader_->next();
+    if (!reply) {
+      if (!reader_->error().empty()) drop(Failure::disconnected);
+      return;
+    }
+    if (!handshake_.empty()) {
+      on_handshake_reply(*reply);
+    } else {
+      on_command_reply(*reply);
+    }
+  }
+}
+
+void Master::on_handshake_reply(const Reply& reply) {
+  Step step = handshake_.front();
+  handshake_.pop_front();
+  if (reply.is_error()) {
+    // Wrong password, unknown database, scripting disabled: this master cannot vote.
+    drop(Failure::disconnected);
+    return;
+  }
+  switch (step) {
+    case Step::auth:
+    case Step::select:
+    case Step::load_script:
+      break;
+    case Step::info:
+      parse_info(reply.str);
+      break;
+  }
+  if (handshake_.empty()) {
+    state_ = State::ready;
+    connected_at_ = std::chrono::steady_clock::now();
+    ++connections_;
+    backoff_.reset();
+    arm_timer();
+  }
+}
+
+void Master::parse_info(const std::string& info) {
+  auto field = [&info](std::string_view name) -> std::string {
+    std::string key = "\n" + std::string(name) + ":";
+    auto at = ("\n" + info).find(key);
+    if (at == std::string::npos) return {};
+    auto begin = at + key.size() - 1;
+    auto end = info.find_first_of("\r\n", begin);
+    return info.substr(begin, end - begin);
+  };
+  run_id_ = field("run_id");
+  std::string uptime = field("uptime_in_seconds");
+  uptime_at_connect_ = std::chrono::seconds{uptime.empty() ? 0 : std::stoll(uptime)};
+}
+
+void Master::on_command_reply(const Reply& reply) {
+  if (pending_.empty()) {
+    drop(Failure::disconnected);  // a reply nobody asked for: the stream is out of step
+    return;
+  }
+  Pending p = std::move(pending_.front());
+  pending_.pop_front();
+  if (reply.is_error() && reply.error_code() == "NOSCRIPT" && p.command->script) {
+    // The scripts were flushed. EVAL runs it and caches it again for the
+    // EVALSHAs that follow. The re-run keeps its place in deadline order.
+    p.deadline = std::max(p.deadline, pending_.empty() ? p.deadline : pending_.back().deadline);
+    append(*p.command, true, out_);
+    pending_.push_back(std::move(p));
+    flush();
+    arm_timer();
+    return;
+  }
+  arm_timer();
+  deliver(p, &reply, Failure::disconnected);
+}
+
+void Master::deliver(Pending& p, const Reply* reply, Failure why) {
+  std::shared_ptr<ReplyHandler> handler = p.handler.lock();
+  if (!handler) return;
+  if (reply) {
+    handler->on_reply(*this, *reply);
+  } else {
+    handler->on_failure(*this, why);
+  }
+}
+
+void Master::drop(Failure why) {
+  if (resolving_) {
+    resolving_->owner = nullptr;
+    uv_cancel(reinterpret_cast<uv_req_t*>(&resolving_->request));
+    resolving_ = nullptr;
+  }
+  socket_.reset();
+  reader_.reset();
+  ++generation_;
+  handshake_.clear();
+  out_.clear();
+  uv_prepare_stop(flusher_.get());
+  state_ = State::backing_off;
+  schedule_reconnect();
+  std::deque<Pending> failed;
+  failed.swap(pending_);
+  arm_timer();
+  // The first command timed out; the rest lost their connection with it.
+  bool first = true;
+  for (Pending& p : failed) {
+    deliver(p, nullptr, first ? why : Failure::disconnected);
+    first = false;
+  }
+}
+
+void Master::schedule_reconnect() {
+  auto delay = backoff_.next();
+  uv_timer_start(
+      reconnect_timer_.get(), [](uv_timer_t* t) { owner_of<Master>(t)->connect(); },
+      static_cast<std::uint64_t>(delay.count()), 0);
+}
+
+void Master::arm_timer() {
+  std::uint64_t next = no_deadline;
+  if (state_ != State::ready && state_ != State::backing_off) next = connect_deadline_;
+  if (!pending_.empty()) next = std::min(next, pending_.front().deadline);
+  if (next == no_deadline) {
+    uv_timer_stop(deadline_timer_.get());
+    return;
+  }
+  std::uint64_t now = uv_now(loop_);
+  uv_timer_start(
+      deadline_timer_.get(), [](uv_timer_t* t) { owner_of<Master>(t)->on_timer(); },
+      next > now ? next - now : 0, 0);
+}
+
+void Master::on_timer() {
+  std::uint64_t now = uv_now(loop_);
+  bool setting_up = state_ != State::ready && state_ != State::backing_off;
+  if (setting_up && now >= connect_deadline_) {
+    drop(Failure::timeout);
+    return;
+  }
+  if (!pending_.empty() && pending_.front().deadline <= now) {
+    // A master that missed its deadline may still answer; drop the connection
+    // so that late replies can't be matched to the wrong command.
+    if (connected()) {
+      drop(Failure::timeout);
+      return;
+    }
+    // Nothing was written yet: only the expired commands fail.
+    std::deque<Pending> expired;
+    while (!pending_.empty() && pending_.front().deadline <= now) {
+      expired.push_back(std::move(pending_.front()));
+      pending_.pop_front();
+    }
+    arm_timer();
+    for (Pending& p : expired) deliver(p, nullptr, Failure::timeout);
+    return;
+  }
+  arm_timer();
+}
+
+}  // namespace redlock

@@ -1,0 +1,156 @@
+#pragma once
+
+#include <uv.h>
+
+#include <redlock/options.hpp>
+
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "backoff.hpp"
+#include "resp.hpp"
+#include "scripts.hpp"
+#include "uv_handle.hpp"
+
+namespace redlock {
+
+class Master;
+
+/// One command for one or many masters. Shared by the N pending entries of a
+/// round so that a NOSCRIPT answer can re-run it with EVAL.
+struct Command {
+  /// Run with EVALSHA (numkeys 1) when set; otherwise argv is the command.
+  const Script* script = nullptr;
+  /// With a script: KEYS[1] and then ARGV. Without: the whole command.
+  std::vector<std::string> argv;
+};
+
+/// Why a command got no reply.
+enum class Failure {
+  timeout,       // command_timeout passed; the connection was dropped
+  disconnected,  // the connection failed or was lost before the reply
+};
+
+/// Receives the answer to a command. Held weakly: when the receiver is gone
+/// by the time the answer arrives, the answer is dropped.
+class ReplyHandler {
+ public:
+  virtual void on_reply(const Master& from, const Reply& reply) = 0;
+  virtual void on_failure(const Master& from, Failure why) = 0;
+
+ protected:
+  ~ReplyHandler() = default;
+};
+
+struct MasterConfig {
+  Endpoint endpoint;
+  std::size_t index = 0;  // position in Options::masters
+  std::chrono::milliseconds connect_timeout{200};
+  std::chrono::milliseconds command_timeout{50};
+  std::chrono::milliseconds restart_quarantine{0};
+  std::chrono::milliseconds reconnect_base{20};
+  std::chrono::milliseconds reconnect_cap{1000};
+};
+
+/// One connection to one master: connect (name resolution, TCP or Unix
+/// socket), a pipelined handshake (AUTH, SELECT, SCRIPT LOAD, INFO server),
+/// a FIFO of commands awaiting replies, one deadline timer, and reconnect with
+/// backoff. Commands issued in one loop iteration leave in one write.
+///
+/// Every command gets exactly one answer through its handler: a reply, or a
+/// Failure. Destroying the Master drops pending answers silently.
+class Master {
+ public:
+  enum class State { backing_off, resolving, connecting, handshaking, ready };
+
+  Master(uv_loop_t* loop, MasterConfig config, std::uint64_t seed);
+  ~Master();
+  Master(const Master&) = delete;
+  Master& operator=(const Master&) = delete;
+
+  /// Queues `command`; its deadline runs from now. Never answers inside this
+  /// call. An empty handler means nobody waits for the answer.
+  void send(std::shared_ptr<const Command> command, std::weak_ptr<ReplyHandler> handler);
+  /// Writes what is buffered now rather than before the next poll.
+  void flush();
+
+  std::size_t index() const { return config_.index; }
+  const Endpoint& endpoint() const { return config_.endpoint; }
+  State state() const { return state_; }
+  /// Connected, handshake done, and out of restart quarantine.
+  bool voting() const;
+  /// The server's run_id from INFO at the last connect; empty before.
+  const std::string& run_id() const { return run_id_; }
+  /// Successful handshakes so far.
+  std::uint64_t connections() const { return connections_; }
+
+  struct Socket;
+  struct SocketCloser {
+    void operator()(Socket* s) const noexcept;
+  };
+  struct Resolve;
+
+ private:
+  struct Pending {
+    std::shared_ptr<const Command> command;
+    std::weak_ptr<ReplyHandler> handler;
+    std::uint64_t deadline;  // uv_now() milliseconds
+    std::string unsent;      // the encoded command while no connection carries it
+  };
+  enum class Step { auth, select, load_script, info };
+
+  bool connected() const { return state_ == State::handshaking || state_ == State::ready; }
+
+  void connect();
+  void resolve();
+  void connect_to(const sockaddr* address);
+  void connect_unix();
+  void on_connected(int status);
+  void start_handshake();
+  void on_read(ssize_t nread, const uv_buf_t* buf);
+  void on_handshake_reply(const Reply& reply);
+  void on_command_reply(const Reply& reply);
+  void parse_info(const std::string& info);
+  void drop(Failure why);
+  void schedule_reconnect();
+  void arm_timer();
+  void on_timer();
+  void append(const Command& command, bool as_eval, std::string& out) const;
+  long send_now(const char* data, std::size_t size);
+  void deliver(Pending& p, const Reply* reply, Failure why);
+
+  friend struct Callbacks;
+
+  uv_loop_t* loop_;
+  MasterConfig config_;
+  State state_ = State::backing_off;
+  Backoff backoff_;
+
+  // socket_ is the live connection; the closer detaches it and lets libuv
+  // free it, so a callback of an old connection never reaches this Master.
+  std::unique_ptr<Socket, SocketCloser> socket_;
+  Resolve* resolving_ = nullptr;  // owned by libuv until its callback runs
+  std::unique_ptr<ReplyReader> reader_;
+  std::uint64_t generation_ = 0;  // bumped per connection, to notice a drop mid-read
+
+  std::deque<Step> handshake_;
+  std::deque<Pending> pending_;
+  std::string out_;  // bytes for the live connection, written before the next poll
+  std::vector<char> read_buffer_;
+
+  std::uint64_t connect_deadline_ = 0;
+  Timer deadline_timer_;
+  Timer reconnect_timer_;
+  Handle<uv_prepare_t> flusher_;
+
+  std::string run_id_;
+  std::chrono::milliseconds uptime_at_connect_{0};
+  std::chrono::steady_clock::time_point connected_at_{};
+  std::uint64_t connections_ = 0;
+};
+
+}  // namespace redlock

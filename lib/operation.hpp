@@ -1,0 +1,87 @@
+#pragma once
+
+#include <uv.h>
+
+#include <redlock/lock.hpp>
+#include <redlock/options.hpp>
+
+#include <functional>
+#include <memory>
+#include <random>
+#include <system_error>
+#include <vector>
+
+#include "clock.hpp"
+#include "master.hpp"
+#include "round.hpp"
+#include "uv_handle.hpp"
+
+namespace redlock {
+
+class Operation;
+
+/// What operations share: the masters, the options, the clock, and the way
+/// back to the caller. Client::Impl provides it.
+class Context {
+ public:
+  Context(uv_loop_t* loop, Options options);
+  virtual ~Context() = default;
+  Context(const Context&) = delete;
+  Context& operator=(const Context&) = delete;
+
+  /// Runs `fn` on a later loop turn.
+  virtual void post(std::function<void()> fn) = 0;
+  /// The operation has answered its caller and may be destroyed (later).
+  virtual void finished(Operation& op) = 0;
+
+  uv_loop_t* const loop;
+  const Options options;
+  const ClockSource clock;
+  std::mt19937_64 rng;
+  // masters is declared last among the shared state: a Master's callbacks
+  // reach operations, which use everything above.
+  std::vector<std::unique_ptr<Master>> masters;
+};
+
+/// One user call: lock (several attempts), try_lock (one), extend,
+/// continue_lock or unlock. Runs Rounds, releases our value everywhere after
+/// a failed attempt, waits retry_delay + jitter between attempts, and answers
+/// the caller exactly once through Context::post.
+class Operation {
+ public:
+  enum class Kind { acquire, extend, continue_lock, unlock };
+  using Callback = std::function<void(std::error_code, Lock)>;
+
+  /// `lock` names the resource and value (and, for extend and continue_lock,
+  /// the previous valid_until). `attempts` >= 1 applies to acquire.
+  Operation(Context& context, Kind kind, Lock lock, milliseconds ttl, int attempts, Callback cb);
+  Operation(const Operation&) = delete;
+  Operation& operator=(const Operation&) = delete;
+
+  void start();
+  /// The client is closing: answer errc::closed now, do nothing more.
+  void cancel();
+
+ private:
+  std::shared_ptr<const Command> make_command() const;
+  void attempt();
+  void on_decided(const Outcome& outcome);
+  void on_acquire_decided(const Outcome& outcome);
+  void attempt_failed(errc error);
+  void lost(errc error);
+  void release_everywhere();
+  void finish(std::error_code error);
+
+  Context& context_;
+  Kind kind_;
+  Lock lock_;
+  milliseconds ttl_;
+  int attempts_left_;
+  Callback cb_;
+  std::string key_;
+  std::shared_ptr<const Command> command_;
+  std::shared_ptr<Round> round_;
+  Timer retry_timer_;
+};
+
+}  // namespace redlock

@@ -1,0 +1,168 @@
+#include <redlock/options.hpp>
+
+#include <cctype>
+#include <charconv>
+#include <set>
+#include <stdexcept>
+#include <string>
+#include <tuple>
+
+namespace redlock {
+namespace {
+
+[[noreturn]] void bad_uri(std::string_view uri, const std::string& why) {
+  throw std::invalid_argument("invalid redis URI '" + std::string(uri) + "': " + why);
+}
+
+int hex_value(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
+std::string percent_decode(std::string_view uri, std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    if (text[i] != '%') {
+      out += text[i];
+      continue;
+    }
+    int high = i + 2 < text.size() ? hex_value(text[i + 1]) : -1;
+    int low = i + 2 < text.size() ? hex_value(text[i + 2]) : -1;
+    if (high < 0 || low < 0) bad_uri(uri, "bad percent escape");
+    out += static_cast<char>(high * 16 + low);
+    i += 2;
+  }
+  return out;
+}
+
+int parse_number(std::string_view uri, std::string_view text, int min, int max, const char* what) {
+  int value = 0;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (text.empty() || ec != std::errc{} || end != text.data() + text.size() || value < min || value > max) {
+    bad_uri(uri, std::string(what) + " must be a number from " + std::to_string(min) + " to " +
+                     std::to_string(max));
+  }
+  return value;
+}
+
+Endpoint parse_unix(std::string_view uri, std::string_view rest) {
+  Endpoint e;
+  auto query = rest.find('?');
+  std::string_view path = rest.substr(0, query);
+  if (path.empty() || path.front() != '/') bad_uri(uri, "a unix socket path must be absolute");
+  e.unix_socket = percent_decode(uri, path);
+  if (query != std::string_view::npos) {
+    std::string_view q = rest.substr(query + 1);
+    if (q.substr(0, 3) != "db=") bad_uri(uri, "the only query parameter is db=N");
+    e.database = parse_number(uri, q.substr(3), 0, 1 << 30, "the database");
+  }
+  return e;
+}
+
+Endpoint parse_tcp(std::string_view uri, std::string_view rest) {
+  Endpoint e;
+  auto slash = rest.find('/');
+  std::string_view authority = rest.substr(0, slash);
+  if (slash != std::string_view::npos) {
+    std::string_view db = rest.substr(slash + 1);
+    if (!db.empty()) e.database = parse_number(uri, db, 0, 1 << 30, "the database");
+  }
+  auto at = authority.rfind('@');
+  if (at != std::string_view::npos) {
+    std::string_view userinfo = authority.substr(0, at);
+    authority = authority.substr(at + 1);
+    auto colon = userinfo.find(':');
+    if (colon == std::string_view::npos) {
+      // redis://secret@host is the common shorthand for a password alone.
+      e.password = percent_decode(uri, userinfo);
+    } else {
+      e.username = percent_decode(uri, userinfo.substr(0, colon));
+      e.password = percent_decode(uri, userinfo.substr(colon + 1));
+    }
+  }
+  std::string_view port;
+  if (!authority.empty() && authority.front() == '[') {
+    auto close = authority.find(']');
+    if (close == std::string_view::npos) bad_uri(uri, "unterminated [ in the host");
+    e.host = std::string(authority.substr(1, close - 1));
+    std::string_view after = authority.substr(close + 1);
+    if (!after.empty()) {
+      if (after.front() != ':') bad_uri(uri, "unexpected text after ]");
+      port = after.substr(1);
+      if (port.empty()) bad_uri(uri, "empty port");
+    }
+  } else {
+    auto colon = authority.rfind(':');
+    e.host = std::string(authority.substr(0, colon));
+    if (colon != std::string_view::npos) {
+      port = authority.substr(colon + 1);
+      if (port.empty()) bad_uri(uri, "empty port");
+    }
+    if (e.host.find(':') != std::string::npos) bad_uri(uri, "an IPv6 host must be in brackets");
+  }
+  if (e.host.empty()) bad_uri(uri, "no host");
+  if (!port.empty()) e.port = parse_number(uri, port, 1, 65535, "the port");
+  return e;
+}
+
+void require(bool ok, const std::string& message) {
+  if (!ok) throw std::invalid_argument("redlock::Options: " + message);
+}
+
+}  // namespace
+
+Endpoint Endpoint::parse(std::string_view uri) {
+  constexpr std::string_view redis = "redis://";
+  constexpr std::string_view unix_scheme = "unix://";
+  for (char c : uri) {
+    if (std::isspace(static_cast<unsigned char>(c)) || std::iscntrl(static_cast<unsigned char>(c))) {
+      bad_uri(uri, "spaces and control characters are not allowed");
+    }
+  }
+  if (uri.substr(0, redis.size()) == redis) return parse_tcp(uri, uri.substr(redis.size()));
+  if (uri.substr(0, unix_scheme.size()) == unix_scheme)
+    return parse_unix(uri, uri.substr(unix_scheme.size()));
+  bad_uri(uri, "expected redis://host[:port][/db] or unix:///path");
+}
+
+std::string Endpoint::to_string() const {
+  std::string user = username.empty() ? "" : username + "@";
+  if (!unix_socket.empty()) {
+    return "unix://" + unix_socket + (database ? "?db=" + std::to_string(database) : "");
+  }
+  bool ipv6 = host.find(':') != std::string::npos;
+  std::string h = ipv6 ? "[" + host + "]" : host;
+  return "redis://" + user + h + ":" + std::to_string(port) +
+         (database ? "/" + std::to_string(database) : "");
+}
+
+void Options::validate() const {
+  require(!masters.empty(), "masters: at least one master is required");
+  std::set<std::tuple<std::string, int, std::string>> seen;
+  for (std::size_t i = 0; i < masters.size(); ++i) {
+    const Endpoint& m = masters[i];
+    std::string where = "masters[" + std::to_string(i) + "] (" + m.to_string() + ")";
+    if (m.unix_socket.empty()) {
+      require(!m.host.empty(), where + ": host is empty");
+      require(m.port >= 1 && m.port <= 65535, where + ": port must be 1-65535");
+    }
+    require(m.database >= 0, where + ": database must not be negative");
+    // The database does not make another master: the same server would vote twice.
+    auto key = m.unix_socket.empty() ? std::make_tuple(m.host, m.port, std::string())
+                                     : std::make_tuple(std::string(), 0, m.unix_socket);
+    require(seen.insert(key).second, where + ": duplicate endpoint (one server would vote twice)");
+  }
+  require(connect_timeout.count() > 0, "connect_timeout must be positive");
+  require(command_timeout.count() > 0, "command_timeout must be positive");
+  require(retry_count >= 0, "retry_count must not be negative");
+  require(retry_delay.count() >= 0, "retry_delay must not be negative");
+  require(retry_jitter.count() >= 0, "retry_jitter must not be negative");
+  require(drift_factor >= 0.0 && drift_factor < 1.0, "drift_factor must be in [0, 1)");
+  require(drift_constant.count() >= 0, "drift_constant must not be negative");
+  require(restart_quarantine.count() >= 0, "restart_quarantine must not be negative");
+}
+
+}  // namespace redlock

@@ -1,0 +1,56 @@
+#pragma once
+
+// The wire format, and the only place that knows hiredis: argv in, bytes out;
+// bytes in, Reply values out.
+
+#include <cstddef>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace redlock {
+
+/// One RESP reply as a small C++ value.
+struct Reply {
+  enum class Type { string, array, integer, nil, status, error };
+
+  Type type = Type::nil;
+  long long integer = 0;
+  std::string str;  // string, status and error replies
+  std::vector<Reply> elements;
+
+  bool is_error() const { return type == Type::error; }
+  bool is_status(std::string_view s) const { return type == Type::status && str == s; }
+  /// For error replies: the leading word ("NOSCRIPT", "LOADING", "ERR", ...).
+  std::string_view error_code() const;
+};
+
+/// Appends the RESP encoding of `argv` (a command and its arguments) to `out`.
+void append_command(std::string& out, const std::vector<std::string_view>& argv);
+
+/// Incremental reply parser: feed() bytes as they arrive, then call next()
+/// until it returns nothing. After a protocol error the stream is unusable.
+class ReplyReader {
+ public:
+  ReplyReader();
+  ~ReplyReader();
+  ReplyReader(const ReplyReader&) = delete;
+  ReplyReader& operator=(const ReplyReader&) = delete;
+
+  /// False when the reader is in error (see error()).
+  bool feed(const char* data, std::size_t size);
+  /// The next complete reply, if any. Returns nothing, and sets error(), on a
+  /// protocol error.
+  std::optional<Reply> next();
+  /// Empty unless the stream violated the protocol.
+  const std::string& error() const { return error_; }
+
+ private:
+  struct Parser;
+  std::unique_ptr<Parser> parser_;
+  std::string error_;
+};
+
+}  // namespace redlock

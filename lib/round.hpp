@@ -1,0 +1,68 @@
+#pragma once
+
+#include <redlock/error.hpp>
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "clock.hpp"
+#include "master.hpp"
+
+namespace redlock {
+
+/// How one master's answer counts.
+enum class Vote { yes, no, failed };
+
+/// Yes: "OK" or a positive integer (SET NX succeeded, a script acted on our
+/// value). No: nil or 0 (another value is there, or none). Failed: an error
+/// reply (LOADING, READONLY, OOM, MISCONF, ...) or anything else.
+Vote classify(const Reply& reply);
+
+struct Tally {
+  int yes = 0;
+  int no = 0;
+  int failed = 0;
+};
+
+/// What a round decided, at the moment it could.
+struct Outcome {
+  bool reached = false;  // a majority voted yes
+  errc error{};          // when not reached: not_acquired (others said no) or unavailable
+  Tally tally;
+  TimePoint t0{};  // when the round started, before any byte left
+};
+
+/// One fan-out of one command to every master. It decides as soon as the
+/// outcome is known (a majority said yes, or a majority became impossible)
+/// and never waits for stragglers: later answers are counted in tally() but
+/// change nothing. A master that does not vote (restart quarantine) counts as
+/// failed; masters that turn out to be one server (same run_id) count once.
+class Round final : public ReplyHandler, public std::enable_shared_from_this<Round> {
+ public:
+  using Decided = std::function<void(const Outcome&)>;
+
+  /// Starts a round on `masters`; `decided` is called once, from a master's
+  /// callback (never inside start()). The caller keeps the Round alive as
+  /// long as it wants the decision.
+  static std::shared_ptr<Round> start(const std::vector<std::unique_ptr<Master>>& masters,
+                                      std::shared_ptr<const Command> command, TimePoint t0, Decided decided);
+
+  void on_reply(const Master& from, const Reply& reply) override;
+  void on_failure(const Master& from, Failure why) override;
+
+  const Tally& tally() const { return tally_; }
+
+ private:
+  Round(int n, TimePoint t0, Decided decided) : n_(n), t0_(t0), decided_(std::move(decided)) {}
+  void count(const Master& from, Vote vote);
+
+  int n_;
+  TimePoint t0_;
+  Decided decided_;
+  Tally tally_;
+  std::vector<std::string> yes_run_ids_;
+};
+
+}  // namespace redlock

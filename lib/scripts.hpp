@@ -1,0 +1,34 @@
+#pragma once
+
+#include <array>
+#include <string_view>
+
+namespace redlock {
+
+/// A Lua script run with EVALSHA; `sha1` is the SHA-1 of `body` as Redis
+/// reports it from SCRIPT LOAD (test_master checks that they agree).
+struct Script {
+  std::string_view name;
+  std::string_view body;
+  std::string_view sha1;
+};
+
+namespace scripts {
+
+/// KEYS[1] key, ARGV[1] value: deletes the key only if it holds our value.
+/// Returns 1 when it did, 0 otherwise.
+extern const Script unlock;
+
+/// KEYS[1] key, ARGV[1] value, ARGV[2] ttl in ms: sets the ttl only if the key
+/// holds our value. Returns 1 when it did, 0 otherwise; never creates the key.
+extern const Script extend;
+
+/// KEYS[1] key, ARGV[1] value, ARGV[2] ttl in ms: renews the ttl where the key
+/// holds our value (1), sets it where the key is absent (2), else 0.
+extern const Script continue_lock;
+
+/// Every script, in the order they are loaded on connect.
+extern const std::array<const Script*, 3> all;
+
+}  // namespace scripts
+}  // namespace redlock

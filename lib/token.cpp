@@ -1,0 +1,47 @@
+#include "token.hpp"
+
+#include <sys/random.h>
+
+#include <array>
+#include <cerrno>
+#include <cstddef>
+#include <system_error>
+
+namespace redlock {
+namespace {
+
+void fill_random(void* buffer, std::size_t size) {
+  auto* out = static_cast<unsigned char*>(buffer);
+  std::size_t done = 0;
+  while (done < size) {
+    ssize_t got = getrandom(out + done, size - done, 0);
+    if (got < 0) {
+      if (errno == EINTR) continue;
+      // Only possible on kernels without getrandom (before 3.17): nothing safe to fall back to.
+      throw std::system_error(errno, std::generic_category(), "getrandom");
+    }
+    done += static_cast<std::size_t>(got);
+  }
+}
+
+}  // namespace
+
+std::string random_token() {
+  std::array<unsigned char, 16> bytes{};
+  fill_random(bytes.data(), bytes.size());
+  static constexpr char digits[] = "0123456789abcdef";
+  std::string hex(bytes.size() * 2, '0');
+  for (std::size_t i = 0; i < bytes.size(); ++i) {
+    hex[2 * i] = digits[bytes[i] >> 4];
+    hex[2 * i + 1] = digits[bytes[i] & 0x0f];
+  }
+  return hex;
+}
+
+std::uint64_t random_seed() {
+  std::uint64_t seed = 0;
+  fill_random(&seed, sizeof seed);
+  return seed;
+}
+
+}  // namespace redlock

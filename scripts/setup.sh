@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# Installs the Debian packages redlock needs (only the missing ones) and
+# configures the meson build directory (BUILD_DIR, default "build") unless it
+# is already configured. Safe to run again.
+set -euo pipefail
+
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+BUILD_DIR=${BUILD_DIR:-build}
+
+packages=(g++ meson ninja-build pkg-config libhiredis-dev libuv1-dev catch2 redis-server redis-tools)
+
+missing=()
+for package in "${packages[@]}"; do
+  status=$(dpkg-query -W -f='${db:Status-Status}' "$package" 2>/dev/null || true)
+  if [[ $status != installed ]]; then
+    missing+=("$package")
+  fi
+done
+
+if ((${#missing[@]} > 0)); then
+  sudo=()
+  if ((EUID != 0)); then
+    if ! command -v sudo >/dev/null; then
+      echo "setup.sh: need root or sudo to install: ${missing[*]}" >&2
+      exit 1
+    fi
+    sudo=(sudo)
+  fi
+
+  # Installing redis-server would start a system redis on 6379. A policy-rc.d
+  # that answers 101 ("action forbidden") stops invoke-rc.d and
+  # deb-systemd-invoke from starting any service during the install. We only
+  # add one if the machine has none, and remove it again.
+  policy=/usr/sbin/policy-rc.d
+  added_policy=false
+  remove_policy() {
+    if [[ $added_policy == true ]]; then
+      "${sudo[@]}" rm -f "$policy"
+    fi
+  }
+  trap remove_policy EXIT
+  if [[ ! -e $policy ]]; then
+    printf '#!/bin/sh\nexit 101\n' | "${sudo[@]}" tee "$policy" >/dev/null
+    "${sudo[@]}" chmod 755 "$policy"
+    added_policy=true
+  fi
+
+  echo "setup.sh: installing ${missing[*]}"
+  "${sudo[@]}" apt-get update
+  "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "${missing[@]}"
+  remove_policy
+  added_policy=false
+
+  # If we installed redis-server and systemd started it anyway, stop it and
+  # keep it from starting at boot. A redis the machine already had is left alone.
+  if [[ " ${missing[*]} " == *" redis-server "* ]] && [[ -d /run/systemd/system ]] &&
+    systemctl is-active --quiet redis-server 2>/dev/null; then
+    "${sudo[@]}" systemctl disable --now redis-server
+  fi
+else
+  echo "setup.sh: all packages already installed"
+fi
+
+if [[ ! -f $BUILD_DIR/build.ninja ]]; then
+  meson setup "$BUILD_DIR"
+else
+  echo "setup.sh: $BUILD_DIR is already configured"
+fi

@@ -1,0 +1,105 @@
+#!/usr/bin/env bash
+# Builds and runs the tests twice: in BUILD_DIR (default "build") and in an
+# AddressSanitizer + UBSan build (ASAN_BUILD_DIR, default "build-asan").
+# Arguments go to `meson test` (e.g. a suite: scripts/test.sh unit).
+# REDLOCK_TEST_TIMEOUT_MULTIPLIER reaches the tests and also scales meson's
+# per-test timeouts. The last line is "N passed, N failed"; the exit status is
+# non-zero when anything failed.
+set -euo pipefail
+
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+export BUILD_DIR=${BUILD_DIR:-build}
+ASAN_BUILD_DIR=${ASAN_BUILD_DIR:-build-asan}
+
+meson_test_args=(--print-errorlogs --no-rebuild)
+if [[ -n ${REDLOCK_TEST_TIMEOUT_MULTIPLIER:-} ]]; then
+  export REDLOCK_TEST_TIMEOUT_MULTIPLIER
+  meson_test_args+=(--timeout-multiplier "$REDLOCK_TEST_TIMEOUT_MULTIPLIER")
+fi
+
+# Tests stop their own servers (and the servers die with the test process). As
+# a safety net, kill redis-servers that appeared during this run and run in a
+# test server directory (redis-server chdirs to its --dir, redlock-test-*).
+redis_pids() { pgrep -x redis-server | sort || true; }
+pids_before=$(redis_pids)
+check_leftover_servers() {
+  local pid cwd
+  for pid in $(comm -13 <(echo "$pids_before") <(redis_pids)); do
+    cwd=$(readlink "/proc/$pid/cwd" 2>/dev/null || true)
+    if [[ $(basename "$cwd") == redlock-test-* ]]; then
+      echo "test.sh: warning: a test left redis-server $pid running (in $cwd); killing it" >&2
+      kill -9 "$pid" 2>/dev/null || true
+    else
+      echo "test.sh: note: redis-server $pid started during the run, not by a test; left alone" >&2
+    fi
+  done
+}
+trap check_leftover_servers EXIT
+
+total_passed=0
+total_failed=0
+
+# run_suite NAME DIR: builds DIR and runs meson test there; adds to the totals.
+run_suite() {
+  local name=$1 dir=$2 log status=0
+  log=$(mktemp)
+  echo "=== $name: building $dir"
+  if ! ninja -C "$dir" -j2; then
+    echo "=== $name: build failed"
+    total_failed=$((total_failed + 1))
+    rm -f "$log"
+    return
+  fi
+  echo "=== $name: meson test"
+  meson test -C "$dir" "${meson_test_args[@]}" "${test_args[@]}" 2>&1 | tee "$log" || status=$?
+
+  # The summary ends meson's output; take the last value of each label.
+  local counts ok expected_fail fail unexpected_pass skipped timeout
+  counts=$(awk '
+    /^Ok:/ { ok = $2 } /^Expected Fail:/ { xf = $3 } /^Fail:/ { f = $2 }
+    /^Unexpected Pass:/ { up = $3 } /^Skipped:/ { sk = $2 } /^Timeout:/ { to = $2 }
+    END { if (ok == "") print "none"; else print ok+0, xf+0, f+0, up+0, sk+0, to+0 }' "$log")
+  rm -f "$log"
+  if [[ $counts == none ]]; then
+    if ((status != 0)); then
+      echo "=== $name: meson test failed (status $status) without a summary"
+      total_failed=$((total_failed + 1))
+    else
+      echo "=== $name: no tests ran"
+    fi
+    return
+  fi
+  read -r ok expected_fail fail unexpected_pass skipped timeout <<<"$counts"
+  local passed=$((ok + expected_fail)) failed=$((fail + unexpected_pass + timeout))
+  if ((failed == 0 && status != 0)); then
+    failed=1  # meson failed for a reason its counts do not show
+  fi
+  echo "=== $name: $passed passed, $failed failed, $skipped skipped"
+  total_passed=$((total_passed + passed))
+  total_failed=$((total_failed + failed))
+}
+
+test_args=("$@")
+
+if bash scripts/setup.sh; then
+  run_suite plain "$BUILD_DIR"
+
+  if [[ -f $ASAN_BUILD_DIR/build.ninja ]] ||
+    meson setup "$ASAN_BUILD_DIR" -Db_sanitize=address,undefined -Db_lundef=false; then
+    ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
+      UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+      run_suite sanitizers "$ASAN_BUILD_DIR"
+  else
+    echo "=== sanitizers: meson setup $ASAN_BUILD_DIR failed"
+    total_failed=$((total_failed + 1))
+  fi
+else
+  echo "=== setup.sh failed"
+  total_failed=$((total_failed + 1))
+fi
+
+# Done here rather than only in the trap so that the summary stays the last line.
+check_leftover_servers
+trap - EXIT
+echo "$total_passed passed, $total_failed failed"
+((total_failed == 0))

@@ -1,0 +1,23 @@
+#include "cluster.hpp"
+
+#include <stdexcept>
+#include <utility>
+
+namespace redlock::test {
+
+Cluster::Cluster(int n, ServerOptions each) {
+  if (n < 0) throw std::invalid_argument("Cluster: negative size");
+  servers_.reserve(static_cast<std::size_t>(n));
+  for (int i = 0; i < n; ++i) {
+    servers_.push_back(std::unique_ptr<RedisServer>(new RedisServer(each, RedisServer::Deferred{})));
+  }
+  for (auto& server : servers_) server->wait_until_started();
+}
+
+redlock::Options Cluster::options() const {
+  redlock::Options options;
+  for (const auto& server : servers_) options.masters.push_back(server->endpoint());
+  return options;
+}
+
+}  // namespace redlock::test

@@ -1,0 +1,32 @@
+#pragma once
+
+#include "redis_server.hpp"
+
+#include <redlock/options.hpp>
+
+#include <cstddef>
+#include <memory>
+#include <vector>
+
+namespace redlock::test {
+
+/// N independent redis-server masters (no replication), started together and
+/// stopped at scope exit. Same threading rule as RedisServer.
+class Cluster {
+ public:
+  /// Starts `n` servers with the same options: all are spawned first, then
+  /// each is waited for. Throws std::runtime_error if one never answers.
+  explicit Cluster(int n, ServerOptions each = {});
+  Cluster(const Cluster&) = delete;
+  Cluster& operator=(const Cluster&) = delete;
+
+  RedisServer& operator[](std::size_t i) { return *servers_.at(i); }
+  std::size_t size() const { return servers_.size(); }
+  /// masters = each server's endpoint(), in order; every other field default.
+  redlock::Options options() const;
+
+ private:
+  std::vector<std::unique_ptr<RedisServer>> servers_;
+};
+
+}  // namespace redlock::test

@@ -1,0 +1,124 @@
+#include <catch2/catch.hpp>
+
+#include <redlock/redlock.hpp>
+
+#include <chrono>
+#include <memory>
+#include <vector>
+
+#include "support/calls.hpp"
+#include "support/cluster.hpp"
+#include "support/loop.hpp"
+
+using namespace redlock;
+using namespace redlock::test;
+using namespace std::chrono_literals;
+
+TEST_CASE("every call is answered exactly once, never inside the call", "[client]") {
+  Cluster masters(3);
+  LoopFixture loop;
+  {
+    Client client(loop.get(), masters.options());
+    std::vector<int> calls(6, 0);
+    Lock held;
+    client.try_lock("a", 5s, [&](std::error_code e, Lock l) {
+      ++calls[0];
+      REQUIRE_FALSE(e);
+      held = l;
+    });
+    client.try_lock("", 5s, [&](std::error_code e, Lock) {
+      ++calls[1];
+      CHECK(e == errc::invalid_argument);
+    });
+    client.lock("b", 0ms, [&](std::error_code e, Lock) {
+      ++calls[2];
+      CHECK(e == errc::invalid_argument);
+    });
+    CHECK(calls == std::vector<int>(6, 0));
+    REQUIRE(loop.run_until([&] { return calls[0] && calls[1] && calls[2]; }, 5s));
+
+    client.extend(held, 5s, [&](std::error_code e, Lock) {
+      ++calls[3];
+      CHECK_FALSE(e);
+    });
+    client.unlock(held, [&](std::error_code e) {
+      ++calls[4];
+      CHECK_FALSE(e);
+    });
+    client.unlock(held, [&](std::error_code e) {
+      ++calls[5];
+      CHECK(e == errc::not_held);
+    });
+    CHECK(calls[3] + calls[4] + calls[5] == 0);
+    REQUIRE(loop.run_until([&] { return calls[3] && calls[4] && calls[5]; }, 5s));
+    // Give any stray second call a chance to show itself.
+    loop.run_until([] { return false; }, 50ms);
+    CHECK(calls == std::vector<int>(6, 1));
+    client.close(nullptr);
+  }
+  REQUIRE(loop.close());
+}
+
+TEST_CASE("close answers operations in flight with closed, then calls back", "[client]") {
+  Cluster masters(3);
+  LoopFixture loop;
+  auto client = std::make_unique<Client>(loop.get(), masters.options());
+  std::vector<std::error_code> answers;
+  bool closed = false;
+  for (int i = 0; i < 5; ++i) {
+    client->lock("busy" + std::to_string(i), 5s, [&](std::error_code e, Lock) { answers.push_back(e); });
+  }
+  client->close([&] {
+    CHECK(answers.size() == 5);
+    closed = true;
+  });
+  CHECK(answers.empty());
+  REQUIRE(loop.run_until([&] { return closed; }, 5s));
+  for (auto e : answers) CHECK(e == errc::closed);
+
+  SECTION("calls after close are answered with closed") {
+    Answer late = try_lock(loop, *client, "late", 1s);
+    CHECK(late.error == errc::closed);
+  }
+  client.reset();
+  REQUIRE(loop.close());
+}
+
+TEST_CASE("destroying the client with rounds in flight is safe and answers them", "[client]") {
+  Cluster masters(3);
+  LoopFixture loop;
+  std::vector<std::error_code> answers;
+  {
+    Client client(loop.get(), masters.options());
+    for (int i = 0; i < 5; ++i) {
+      client.lock("x" + std::to_string(i), 5s, [&](std::error_code e, Lock) { answers.push_back(e); });
+    }
+    // Let the commands reach the wire, so that replies are on their way.
+    loop.run_until([] { return false; }, 1ms);
+  }
+  REQUIRE(loop.run_until([&] { return answers.size() == 5; }, 5s));
+  for (auto e : answers) CHECK((e == errc::closed || !e));
+  REQUIRE(loop.close());
+}
+
+TEST_CASE("a callback may destroy its own client", "[client]") {
+  Cluster masters(1);
+  LoopFixture loop;
+  auto client = std::make_unique<Client>(loop.get(), masters.options());
+  int calls = 0;
+  std::error_code second;
+  client->try_lock("self", 5s, [&](std::error_code e, Lock) {
+    ++calls;
+    CHECK_FALSE(e);
+    client.reset();
+  });
+  client->try_lock("self", 5s, [&](std::error_code e, Lock) {
+    ++calls;
+    second = e;
+  });
+  REQUIRE(loop.run_until([&] { return calls == 2; }, 5s));
+  CHECK(!client);
+  // The second answer came with the first, or as closed by the destruction.
+  CHECK((second == errc::not_acquired || second == errc::closed));
+  REQUIRE(loop.close());
+}

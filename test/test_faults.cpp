@@ -1,0 +1,149 @@
+#include <catch2/catch.hpp>
+
+#include <redlock/redlock.hpp>
+
+#include <chrono>
+
+#include "support/calls.hpp"
+#include "support/cluster.hpp"
+#include "support/loop.hpp"
+
+using namespace redlock;
+using namespace redlock::test;
+using namespace std::chrono_literals;
+using steady = std::chrono::steady_clock;
+
+namespace {
+
+Options quick(Options o) {
+  o.command_timeout = 50ms;
+  o.retry_count = 2;
+  o.retry_delay = 20ms;
+  o.retry_jitter = 20ms;
+  return o;
+}
+
+// Everything lock() may spend: every attempt waits at most one command
+// timeout, and between attempts at most retry_delay + retry_jitter.
+std::chrono::milliseconds worst_case(const Options& o) {
+  return (o.retry_count + 1) * o.command_timeout + o.retry_count * (o.retry_delay + o.retry_jitter);
+}
+
+}  // namespace
+
+TEST_CASE("a killed minority does not stop the lock", "[faults]") {
+  Cluster masters(5);
+  LoopFixture loop;
+  {
+    Client client(loop.get(), quick(masters.options()));
+    REQUIRE_FALSE(try_lock(loop, client, "warmup", 1s).error);
+    masters[1].kill9();
+    masters[3].kill9();
+    Answer a = lock(loop, client, "jobs", 5s);
+    REQUIRE_FALSE(a.error);
+    int held = 0;
+    for (std::size_t i : {0, 2, 4}) held += masters[i].get("jobs") == a.lock.value ? 1 : 0;
+    CHECK(held == 3);
+    CHECK_FALSE(unlock(loop, client, a.lock));
+  }
+  REQUIRE(loop.close());
+}
+
+TEST_CASE("a killed majority gives unavailable within a bound from the options", "[faults]") {
+  Cluster masters(5);
+  LoopFixture loop;
+  {
+    Options options = quick(masters.options());
+    Client client(loop.get(), options);
+    REQUIRE_FALSE(try_lock(loop, client, "warmup", 1s).error);
+    masters[0].kill9();
+    masters[1].kill9();
+    masters[2].kill9();
+    auto started = steady::now();
+    Answer a = lock(loop, client, "jobs", 5s);
+    auto took = steady::now() - started;
+    CHECK(a.error == errc::unavailable);
+    CHECK(took < worst_case(options) + scaled(100ms));
+    // Nothing of ours is left on the survivors.
+    CHECK_FALSE(masters[3].get("jobs"));
+    CHECK_FALSE(masters[4].get("jobs"));
+  }
+  REQUIRE(loop.close());
+}
+
+TEST_CASE("a paused master does not delay a quorum the others form", "[faults]") {
+  Cluster masters(5);
+  LoopFixture loop;
+  {
+    Options options = quick(masters.options());
+    options.command_timeout = 2s;  // long: waiting on the paused master would show
+    Client client(loop.get(), options);
+    REQUIRE_FALSE(try_lock(loop, client, "warmup", 1s).error);
+    masters[4].pause();
+    auto started = steady::now();
+    Answer a = try_lock(loop, client, "quick", 10s);
+    auto took = steady::now() - started;
+    masters[4].resume();
+    REQUIRE_FALSE(a.error);
+    CHECK(took < scaled(500ms));
+  }
+  REQUIRE(loop.close());
+}
+
+TEST_CASE("a paused master costs at most one command timeout when its vote is needed", "[faults]") {
+  Cluster masters(3);
+  LoopFixture loop;
+  {
+    Options options = quick(masters.options());
+    options.command_timeout = 300ms;
+    Client client(loop.get(), options);
+    REQUIRE_FALSE(try_lock(loop, client, "warmup", 1s).error);
+    masters[1].set("needed", "other", 10s);  // one no: the paused master's vote decides
+    masters[2].pause();
+    auto started = steady::now();
+    Answer a = try_lock(loop, client, "needed", 10s);
+    auto took = steady::now() - started;
+    masters[2].resume();
+    CHECK(a.error == errc::not_acquired);
+    CHECK(took >= 250ms);
+    CHECK(took < 300ms + scaled(200ms));
+  }
+  REQUIRE(loop.close());
+}
+
+TEST_CASE("the client reconnects to a restarted master", "[faults]") {
+  Cluster masters(1);
+  LoopFixture loop;
+  {
+    Options options = quick(masters.options());
+    Client client(loop.get(), options);
+    REQUIRE_FALSE(try_lock(loop, client, "before", 5s).error);
+    masters[0].restart(false);
+    // The first command after the restart may meet the dead connection; a
+    // later one must find the new server.
+    bool acquired = false;
+    auto until = steady::now() + scaled(5s);
+    for (int i = 0; i < 500 && !acquired && steady::now() < until; ++i) {
+      acquired = !try_lock(loop, client, "after" + std::to_string(i), 5s).error;
+    }
+    CHECK(acquired);
+  }
+  REQUIRE(loop.close());
+}
+
+TEST_CASE("with every master down, calls still answer unavailable and never hang", "[faults]") {
+  Cluster masters(3);
+  LoopFixture loop;
+  {
+    Options options = quick(masters.options());
+    options.retry_count = 0;
+    for (std::size_t i = 0; i < masters.size(); ++i) masters[i].kill9();
+    Client client(loop.get(), options);
+    CHECK(try_lock(loop, client, "x", 1s).error == errc::unavailable);
+    Lock made_up{"x", "00112233445566778899aabbccddeeff"};
+    made_up.valid_until = steady::now() + 10s;
+    CHECK(extend(loop, client, made_up, 1s).error == errc::unavailable);
+    CHECK(unlock(loop, client, made_up) == errc::unavailable);
+  }
+  REQUIRE(loop.close());
+}

@@ -1,0 +1,170 @@
+#include <catch2/catch.hpp>
+
+#include <redlock/redlock.hpp>
+
+#include <stdexcept>
+#include <string>
+
+using namespace redlock;
+using namespace std::chrono_literals;
+
+TEST_CASE("redis URIs parse into endpoints", "[options]") {
+  SECTION("host and port") {
+    Endpoint e = Endpoint::parse("redis://10.1.2.3:7001");
+    CHECK(e.host == "10.1.2.3");
+    CHECK(e.port == 7001);
+    CHECK(e.database == 0);
+    CHECK(e.password.empty());
+  }
+  SECTION("default port") {
+    CHECK(Endpoint::parse("redis://cache.local").port == 6379);
+  }
+  SECTION("user, password and database") {
+    Endpoint e = Endpoint::parse("redis://locker:s3cret@127.0.0.1:6380/4");
+    CHECK(e.username == "locker");
+    CHECK(e.password == "s3cret");
+    CHECK(e.database == 4);
+  }
+  SECTION("a password alone, with or without a colon") {
+    CHECK(Endpoint::parse("redis://:pw@h").password == "pw");
+    CHECK(Endpoint::parse("redis://:pw@h").username.empty());
+    CHECK(Endpoint::parse("redis://pw@h").password == "pw");
+  }
+  SECTION("percent escapes in credentials") {
+    Endpoint e = Endpoint::parse("redis://u%40x:p%3Aw%2F@h");
+    CHECK(e.username == "u@x");
+    CHECK(e.password == "p:w/");
+  }
+  SECTION("IPv6 in brackets") {
+    Endpoint e = Endpoint::parse("redis://[::1]:7002/1");
+    CHECK(e.host == "::1");
+    CHECK(e.port == 7002);
+    CHECK(e.database == 1);
+  }
+  SECTION("unix socket, with a database") {
+    Endpoint e = Endpoint::parse("unix:///run/redis/redis.sock?db=2");
+    CHECK(e.unix_socket == "/run/redis/redis.sock");
+    CHECK(e.database == 2);
+  }
+}
+
+TEST_CASE("bad URIs throw invalid_argument naming the problem", "[options]") {
+  auto message_of = [](const char* uri) -> std::string {
+    try {
+      Endpoint::parse(uri);
+    } catch (const std::invalid_argument& e) {
+      return e.what();
+    }
+    return "(no exception)";
+  };
+  CHECK_THAT(message_of("http://h:1"), Catch::Contains("expected redis://"));
+  CHECK_THAT(message_of("redis://"), Catch::Contains("no host"));
+  CHECK_THAT(message_of("redis://h:0"), Catch::Contains("port"));
+  CHECK_THAT(message_of("redis://h:65536"), Catch::Contains("port"));
+  CHECK_THAT(message_of("redis://h:12x"), Catch::Contains("port"));
+  CHECK_THAT(message_of("redis://h:"), Catch::Contains("empty port"));
+  CHECK_THAT(message_of("redis://h/abc"), Catch::Contains("database"));
+  CHECK_THAT(message_of("redis://h/-1"), Catch::Contains("database"));
+  CHECK_THAT(message_of("redis://::1:6379"), Catch::Contains("brackets"));
+  CHECK_THAT(message_of("redis://[::1:6379"), Catch::Contains("unterminated"));
+  CHECK_THAT(message_of("redis://u:%zz@h"), Catch::Contains("percent"));
+  CHECK_THAT(message_of("redis://u:%4@h"), Catch::Contains("percent"));
+  CHECK_THAT(message_of("unix://relative/path"), Catch::Contains("absolute"));
+  CHECK_THAT(message_of("unix:///p?x=1"), Catch::Contains("db=N"));
+  CHECK_THAT(message_of("redis://h o:1"), Catch::Contains("spaces"));
+  CHECK_THAT(message_of(""), Catch::Contains("expected"));
+}
+
+TEST_CASE("an endpoint prints as a URI without its password", "[options]") {
+  CHECK(Endpoint::parse("redis://u:secret@h:7/3").to_string() == "redis://u@h:7/3");
+  CHECK(Endpoint::parse("redis://[::1]:7").to_string() == "redis://[::1]:7");
+  CHECK(Endpoint::parse("unix:///tmp/s?db=1").to_string() == "unix:///tmp/s?db=1");
+}
+
+TEST_CASE("options are validated with a message naming the field", "[options]") {
+  Options good;
+  good.masters = {Endpoint::parse("redis://127.0.0.1:7001"), Endpoint::parse("redis://127.0.0.1:7002")};
+  REQUIRE_NOTHROW(good.validate());
+
+  auto message_of = [](const Options& o) -> std::string {
+    try {
+      o.validate();
+    } catch (const std::invalid_argument& e) {
+      return e.what();
+    }
+    return "(no exception)";
+  };
+  Options o = good;
+  SECTION("no masters") {
+    o.masters.clear();
+    CHECK_THAT(message_of(o), Catch::Contains("masters"));
+  }
+  SECTION("the same server twice, even with another database") {
+    o.masters.push_back(Endpoint::parse("redis://127.0.0.1:7001/3"));
+    CHECK_THAT(message_of(o), Catch::Contains("duplicate"));
+  }
+  SECTION("the same socket twice") {
+    o.masters = {Endpoint::parse("unix:///tmp/a.sock"), Endpoint::parse("unix:///tmp/a.sock?db=1")};
+    CHECK_THAT(message_of(o), Catch::Contains("duplicate"));
+  }
+  SECTION("bad port") {
+    o.masters[0].port = 0;
+    CHECK_THAT(message_of(o), Catch::Contains("port"));
+  }
+  SECTION("negative database") {
+    o.masters[0].database = -1;
+    CHECK_THAT(message_of(o), Catch::Contains("database"));
+  }
+  SECTION("timeouts") {
+    o.connect_timeout = 0ms;
+    CHECK_THAT(message_of(o), Catch::Contains("connect_timeout"));
+    o = good;
+    o.command_timeout = -1ms;
+    CHECK_THAT(message_of(o), Catch::Contains("command_timeout"));
+  }
+  SECTION("retries") {
+    o.retry_count = -1;
+    CHECK_THAT(message_of(o), Catch::Contains("retry_count"));
+    o = good;
+    o.retry_delay = -1ms;
+    CHECK_THAT(message_of(o), Catch::Contains("retry_delay"));
+    o = good;
+    o.retry_jitter = -1ms;
+    CHECK_THAT(message_of(o), Catch::Contains("retry_jitter"));
+  }
+  SECTION("drift") {
+    o.drift_factor = 1.0;
+    CHECK_THAT(message_of(o), Catch::Contains("drift_factor"));
+    o.drift_factor = -0.1;
+    CHECK_THAT(message_of(o), Catch::Contains("drift_factor"));
+    o = good;
+    o.drift_constant = -1ms;
+    CHECK_THAT(message_of(o), Catch::Contains("drift_constant"));
+  }
+  SECTION("quarantine") {
+    o.restart_quarantine = -1ms;
+    CHECK_THAT(message_of(o), Catch::Contains("restart_quarantine"));
+  }
+}
+
+TEST_CASE("errc values are std::error_codes of the redlock category", "[error]") {
+  std::error_code ec = errc::not_held;
+  CHECK(ec == errc::not_held);
+  CHECK(ec != errc::not_acquired);
+  CHECK(ec.category() == category());
+  CHECK(std::string(ec.category().name()) == "redlock");
+  CHECK(ec.message() == "the lock is no longer held on a quorum");
+  CHECK(make_error_code(errc::unavailable).message() == "too few masters reachable to form a quorum");
+  CHECK(static_cast<int>(errc::not_acquired) == 1);
+}
+
+TEST_CASE("Result holds a value or an error", "[error]") {
+  Result<int> ok = 7;
+  CHECK(ok);
+  CHECK(*ok == 7);
+  CHECK_FALSE(ok.error());
+  Result<int> bad = make_error_code(errc::timeout);
+  CHECK_FALSE(bad);
+  CHECK(bad.error() == errc::timeout);
+  CHECK_THROWS_AS(bad.value(), std::system_error);
+}
