@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# Builds and runs the tests twice: in BUILD_DIR (default "build") and in an
-# AddressSanitizer + UBSan build (ASAN_BUILD_DIR, default "build-asan").
+# Builds and runs the tests in BUILD_DIR (default "build"), again in an
+# AddressSanitizer + UBSan build (ASAN_BUILD_DIR, default "build-asan"), and
+# the blocking facade and client tests in a ThreadSanitizer build
+# (TSAN_BUILD_DIR, default "build-tsan"; skipped when arguments pick tests).
 # Arguments go to `meson test` (e.g. a suite: scripts/test.sh unit).
 # REDLOCK_TEST_TIMEOUT_MULTIPLIER reaches the tests and also scales meson's
 # per-test timeouts. The last line is "N passed, N failed"; the exit status is
@@ -10,6 +12,7 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 export BUILD_DIR=${BUILD_DIR:-build}
 ASAN_BUILD_DIR=${ASAN_BUILD_DIR:-build-asan}
+TSAN_BUILD_DIR=${TSAN_BUILD_DIR:-build-tsan}
 
 meson_test_args=(--print-errorlogs --no-rebuild)
 if [[ -n ${REDLOCK_TEST_TIMEOUT_MULTIPLIER:-} ]]; then
@@ -39,9 +42,13 @@ trap check_leftover_servers EXIT
 total_passed=0
 total_failed=0
 
-# run_suite NAME DIR: builds DIR and runs meson test there; adds to the totals.
+# run_suite NAME DIR [MESON TEST ARGS...]: builds DIR and runs meson test
+# there (the script's own arguments when none are given); adds to the totals.
 run_suite() {
   local name=$1 dir=$2 log status=0
+  shift 2
+  local args=("$@")
+  ((${#args[@]} > 0)) || args=("${test_args[@]}")
   log=$(mktemp)
   echo "=== $name: building $dir"
   if ! ninja -C "$dir" -j2; then
@@ -51,7 +58,7 @@ run_suite() {
     return
   fi
   echo "=== $name: meson test"
-  meson test -C "$dir" "${meson_test_args[@]}" "${test_args[@]}" 2>&1 | tee "$log" || status=$?
+  meson test -C "$dir" "${meson_test_args[@]}" "${args[@]}" 2>&1 | tee "$log" || status=$?
 
   # The summary ends meson's output; take the last value of each label.
   local counts ok expected_fail fail unexpected_pass skipped timeout
@@ -92,6 +99,17 @@ if bash scripts/setup.sh; then
   else
     echo "=== sanitizers: meson setup $ASAN_BUILD_DIR failed"
     total_failed=$((total_failed + 1))
+  fi
+
+  # The blocking facade is the multi-threaded part: ThreadSanitizer for it.
+  if ((${#test_args[@]} == 0)); then
+    if [[ -f $TSAN_BUILD_DIR/build.ninja ]] ||
+      meson setup "$TSAN_BUILD_DIR" -Db_sanitize=thread -Db_lundef=false -Dexamples=disabled; then
+      TSAN_OPTIONS=halt_on_error=1 run_suite threads "$TSAN_BUILD_DIR" blocking client
+    else
+      echo "=== threads: meson setup $TSAN_BUILD_DIR failed"
+      total_failed=$((total_failed + 1))
+    fi
   fi
 else
   echo "=== setup.sh failed"

@@ -250,3 +250,27 @@ TEST_CASE("two endpoints that reach one server vote once", "[master]") {
   }
   REQUIRE(loop.close());
 }
+
+TEST_CASE("a master that accepts but never answers costs connect_timeout, never a hang", "[master]") {
+  RedisServer server;
+  server.pause();  // the kernel still completes the TCP handshake
+  LoopFixture loop;
+  {
+    MasterConfig config = config_for(server);
+    config.connect_timeout = 150ms;
+    config.command_timeout = 10s;
+    Master master(loop.get(), config, 1);
+    auto collector = std::make_shared<Collector>();
+    auto started = std::chrono::steady_clock::now();
+    master.send(command({"PING"}), collector);
+    REQUIRE(loop.run_until([&] { return collector->answers() == 1; }, 5s));
+    auto took = std::chrono::steady_clock::now() - started;
+    REQUIRE(collector->failures.size() == 1);
+    CHECK(collector->failures[0] == Failure::timeout);
+    CHECK(took >= 140ms);
+    CHECK(took < 150ms + scaled(200ms));
+    CHECK(master.state() != Master::State::ready);
+  }
+  server.resume();
+  REQUIRE(loop.close());
+}
