@@ -104,7 +104,7 @@ if bash scripts/setup.sh; then
   # The blocking facade is the multi-threaded part: ThreadSanitizer for it.
   if ((${#test_args[@]} == 0)); then
     if [[ -f $TSAN_BUILD_DIR/build.ninja ]] ||
-      meson setup "$TSAN_BUILD_DIR" -Db_sanitize=thread -Db_lundef=false -Dexamples=disabled; then
+      meson setup "$TSAN_BUILD_DIR" -Db_sanitize=thread -Db_lundef=false -Dexamples=disabled -Dbench=disabled; then
       TSAN_OPTIONS=halt_on_error=1 run_suite threads "$TSAN_BUILD_DIR" blocking client
     else
       echo "=== threads: meson setup $TSAN_BUILD_DIR failed"
