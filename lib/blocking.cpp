@@ -56,8 +56,8 @@ class Redlock::Impl {
     {
       std::lock_guard<std::mutex> lock(mutex_);
       stopping_ = true;
+      uv_async_send(&wake_);
     }
-    uv_async_send(&wake_);
     thread_.join();
     [[maybe_unused]] int rc = uv_loop_close(&loop_);
     assert(rc == 0);
@@ -82,12 +82,12 @@ class Redlock::Impl {
   }
 
  private:
+  // uv_async_send under the mutex: drain() closes wake_ only after it saw
+  // stopping_ under the same mutex, so no send can reach a closed handle.
   bool submit(Task task) {
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      if (stopping_) return false;
-      inbox_.push_back(std::move(task));
-    }
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (stopping_) return false;
+    inbox_.push_back(std::move(task));
     uv_async_send(&wake_);
     return true;
   }

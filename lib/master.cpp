@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cassert>
 #include <cerrno>
+#include <charconv>
 #include <cstring>
 #include <limits>
 #include <string_view>
@@ -38,6 +39,44 @@ struct Master::Resolve {
 
 namespace {
 
+void encode(std::string& out, std::string_view verb, std::string_view script,
+            const std::vector<std::string>& argv) {
+  std::vector<std::string_view> all;
+  all.reserve(argv.size() + 3);
+  if (!verb.empty()) {
+    all.push_back(verb);
+    all.push_back(script);
+    all.push_back("1");
+  }
+  all.insert(all.end(), argv.begin(), argv.end());
+  append_command(out, all);
+}
+
+}  // namespace
+
+std::shared_ptr<const Command> Command::plain(std::vector<std::string> argv) {
+  auto c = std::make_shared<Command>();
+  encode(c->encoded_, {}, {}, argv);
+  c->argv_ = std::move(argv);
+  return c;
+}
+
+std::shared_ptr<const Command> Command::script(const Script& script, std::vector<std::string> argv) {
+  auto c = std::make_shared<Command>();
+  c->script_ = &script;
+  encode(c->encoded_, "EVALSHA", script.sha1, argv);
+  c->argv_ = std::move(argv);
+  return c;
+}
+
+std::string Command::encoded_as_eval() const {
+  std::string out;
+  encode(out, "EVAL", script_->body, argv_);
+  return out;
+}
+
+namespace {
+
 struct WriteRequest {
   uv_write_t request{};
   std::string bytes;
@@ -61,14 +100,19 @@ struct Callbacks {
 
   static void on_resolved(uv_getaddrinfo_t* request, int status, addrinfo* result) {
     std::unique_ptr<Master::Resolve> resolve(static_cast<Master::Resolve*>(request->data));
+    std::unique_ptr<addrinfo, Master::FreeAddresses> addresses(result);
     Master* m = resolve->owner;
-    if (m) m->resolving_ = nullptr;
-    if (m && status == 0 && result) {
-      m->connect_to(result->ai_addr);
-    } else if (m) {
+    if (!m) return;
+    m->resolving_ = nullptr;
+    if (status != 0 || !result) {
       m->drop(Failure::disconnected);
+      return;
     }
-    uv_freeaddrinfo(result);
+    // A name may have several addresses (::1 and 127.0.0.1 for localhost);
+    // each is tried in turn within connect_timeout.
+    m->addresses_ = std::move(addresses);
+    m->trying_ = m->addresses_.get();
+    m->connect_to(m->trying_->ai_addr);
   }
 
   static void on_alloc(uv_handle_t* handle, std::size_t, uv_buf_t* buf) {
@@ -119,25 +163,13 @@ void Master::send(std::shared_ptr<const Command> command, std::weak_ptr<ReplyHan
   std::uint64_t deadline = uv_now(loop_) + static_cast<std::uint64_t>(config_.command_timeout.count());
   Pending p{std::move(command), std::move(handler), deadline, {}};
   if (connected()) {
-    append(*p.command, false, out_);
+    out_ += p.command->encoded();
     uv_prepare_start(flusher_.get(), [](uv_prepare_t* h) { owner_of<Master>(h)->flush(); });
   } else {
-    append(*p.command, false, p.unsent);
+    p.unsent = p.command->encoded();
   }
   pending_.push_back(std::move(p));
   if (pending_.size() == 1) arm_timer();
-}
-
-void Master::append(const Command& command, bool as_eval, std::string& out) const {
-  std::vector<std::string_view> argv;
-  argv.reserve(command.argv.size() + 3);
-  if (command.script) {
-    argv.push_back(as_eval ? "EVAL" : "EVALSHA");
-    argv.push_back(as_eval ? command.script->body : command.script->sha1);
-    argv.push_back("1");
-  }
-  for (const std::string& a : command.argv) argv.push_back(a);
-  append_command(out, argv);
 }
 
 void Master::flush() {
@@ -184,6 +216,8 @@ long Master::send_now(const char* data, std::size_t size) {
 }
 
 void Master::connect() {
+  addresses_.reset();
+  trying_ = nullptr;
   connect_deadline_ = uv_now(loop_) + static_cast<std::uint64_t>(config_.connect_timeout.count());
   const Endpoint& e = config_.endpoint;
   if (!e.unix_socket.empty()) {
@@ -228,9 +262,18 @@ void Master::connect_to(const sockaddr* address) {
   s->handle.data = s.get();
   socket_.reset(s.release());
   uv_tcp_nodelay(&socket_->tcp, 1);
-  if (uv_tcp_connect(&socket_->connect_request, &socket_->tcp, address, Callbacks::on_connect) != 0) {
+  if (uv_tcp_connect(&socket_->connect_request, &socket_->tcp, address, Callbacks::on_connect) != 0 &&
+      !try_next_address()) {
     drop(Failure::disconnected);
   }
+}
+
+bool Master::try_next_address() {
+  if (!trying_ || !trying_->ai_next) return false;
+  trying_ = trying_->ai_next;
+  socket_.reset();
+  connect_to(trying_->ai_addr);
+  return true;
 }
 
 void Master::connect_unix() {
@@ -247,10 +290,13 @@ void Master::connect_unix() {
 }
 
 void Master::on_connected(int status) {
+  if (status != 0 && try_next_address()) return;
   if (status != 0 || uv_read_start(&socket_->stream, Callbacks::on_alloc, Callbacks::on_read) != 0) {
     drop(Failure::disconnected);
     return;
   }
+  addresses_.reset();
+  trying_ = nullptr;
   ++generation_;
   reader_ = std::make_unique<ReplyReader>();
   start_handshake();
@@ -351,7 +397,9 @@ void Master::parse_info(const std::string& info) {
   };
   run_id_ = field("run_id");
   std::string uptime = field("uptime_in_seconds");
-  uptime_at_connect_ = std::chrono::seconds{uptime.empty() ? 0 : std::stoll(uptime)};
+  long long seconds = 0;
+  std::from_chars(uptime.data(), uptime.data() + uptime.size(), seconds);  // 0 if unreadable
+  uptime_at_connect_ = std::chrono::seconds{seconds};
 }
 
 void Master::on_command_reply(const Reply& reply) {
@@ -361,11 +409,15 @@ void Master::on_command_reply(const Reply& reply) {
   }
   Pending p = std::move(pending_.front());
   pending_.pop_front();
-  if (reply.is_error() && reply.error_code() == "NOSCRIPT" && p.command->script) {
+  if (p.answered) {
+    arm_timer();
+    return;
+  }
+  if (reply.is_error() && reply.error_code() == "NOSCRIPT" && p.command->script()) {
     // The scripts were flushed. EVAL runs it and caches it again for the
     // EVALSHAs that follow. The re-run keeps its place in deadline order.
     p.deadline = std::max(p.deadline, pending_.empty() ? p.deadline : pending_.back().deadline);
-    append(*p.command, true, out_);
+    out_ += p.command->encoded_as_eval();
     pending_.push_back(std::move(p));
     flush();
     arm_timer();
@@ -376,6 +428,8 @@ void Master::on_command_reply(const Reply& reply) {
 }
 
 void Master::deliver(Pending& p, const Reply* reply, Failure why) {
+  if (p.answered) return;
+  p.answered = true;
   std::shared_ptr<ReplyHandler> handler = p.handler.lock();
   if (!handler) return;
   if (reply) {
@@ -399,12 +453,15 @@ void Master::drop(Failure why) {
   uv_prepare_stop(flusher_.get());
   state_ = State::backing_off;
   schedule_reconnect();
+  addresses_.reset();
+  trying_ = nullptr;
   std::deque<Pending> failed;
   failed.swap(pending_);
   arm_timer();
   // The first command timed out; the rest lost their connection with it.
   bool first = true;
   for (Pending& p : failed) {
+    if (p.answered) continue;
     deliver(p, nullptr, first ? why : Failure::disconnected);
     first = false;
   }
@@ -420,7 +477,12 @@ void Master::schedule_reconnect() {
 void Master::arm_timer() {
   std::uint64_t next = no_deadline;
   if (state_ != State::ready && state_ != State::backing_off) next = connect_deadline_;
-  if (!pending_.empty()) next = std::min(next, pending_.front().deadline);
+  // Entries answered during the handshake come first and wait for no deadline.
+  for (const Pending& p : pending_) {
+    if (p.answered) continue;
+    next = std::min(next, p.deadline);
+    break;
+  }
   if (next == no_deadline) {
     uv_timer_stop(deadline_timer_.get());
     return;
@@ -431,6 +493,21 @@ void Master::arm_timer() {
       next > now ? next - now : 0, 0);
 }
 
+void Master::fail_expired_in_handshake(std::uint64_t now) {
+  // Their replies are still due: each entry stays, answered, to keep the FIFO in step.
+  std::vector<std::weak_ptr<ReplyHandler>> expired;
+  for (Pending& p : pending_) {
+    if (p.answered) continue;
+    if (p.deadline > now) break;
+    p.answered = true;
+    expired.push_back(p.handler);
+  }
+  arm_timer();
+  for (auto& weak : expired) {
+    if (auto handler = weak.lock()) handler->on_failure(*this, Failure::timeout);
+  }
+}
+
 void Master::on_timer() {
   std::uint64_t now = uv_now(loop_);
   bool setting_up = state_ != State::ready && state_ != State::backing_off;
@@ -438,7 +515,14 @@ void Master::on_timer() {
     drop(Failure::timeout);
     return;
   }
-  if (!pending_.empty() && pending_.front().deadline <= now) {
+  auto first = std::find_if(pending_.begin(), pending_.end(), [](const Pending& p) { return !p.answered; });
+  if (first != pending_.end() && first->deadline <= now) {
+    // The handshake has its own deadline (connect_timeout): a command that
+    // expires meanwhile fails, but the connection stays.
+    if (state_ == State::handshaking) {
+      fail_expired_in_handshake(now);
+      return;
+    }
     // A master that missed its deadline may still answer; drop the connection
     // so that late replies can't be matched to the wrong command.
     if (connected()) {

@@ -20,13 +20,24 @@ namespace redlock {
 
 class Master;
 
-/// One command for one or many masters. Shared by the N pending entries of a
-/// round so that a NOSCRIPT answer can re-run it with EVAL.
-struct Command {
-  /// Run with EVALSHA (numkeys 1) when set; otherwise argv is the command.
-  const Script* script = nullptr;
-  /// With a script: KEYS[1] and then ARGV. Without: the whole command.
-  std::vector<std::string> argv;
+/// One command for one or many masters, encoded once and shared by the N
+/// pending entries of a round (a NOSCRIPT answer re-runs it with EVAL).
+class Command {
+ public:
+  /// `argv` is the whole command.
+  static std::shared_ptr<const Command> plain(std::vector<std::string> argv);
+  /// Runs `script` with EVALSHA; `argv` is KEYS[1] and then ARGV.
+  static std::shared_ptr<const Command> script(const Script& script, std::vector<std::string> argv);
+
+  const std::string& encoded() const { return encoded_; }
+  const Script* script() const { return script_; }
+  /// The EVAL form, for a master that lost its scripts.
+  std::string encoded_as_eval() const;
+
+ private:
+  const Script* script_ = nullptr;
+  std::vector<std::string> argv_;
+  std::string encoded_;
 };
 
 /// Why a command got no reply.
@@ -100,6 +111,10 @@ class Master {
     std::weak_ptr<ReplyHandler> handler;
     std::uint64_t deadline;  // uv_now() milliseconds
     std::string unsent;      // the encoded command while no connection carries it
+    bool answered = false;   // failed by its deadline during the handshake; the reply is still due
+  };
+  struct FreeAddresses {
+    void operator()(addrinfo* a) const noexcept { uv_freeaddrinfo(a); }
   };
   enum class Step { auth, select, load_script, info };
 
@@ -108,6 +123,8 @@ class Master {
   void connect();
   void resolve();
   void connect_to(const sockaddr* address);
+  bool try_next_address();
+  void fail_expired_in_handshake(std::uint64_t now);
   void connect_unix();
   void on_connected(int status);
   void start_handshake();
@@ -119,7 +136,6 @@ class Master {
   void schedule_reconnect();
   void arm_timer();
   void on_timer();
-  void append(const Command& command, bool as_eval, std::string& out) const;
   long send_now(const char* data, std::size_t size);
   void deliver(Pending& p, const Reply* reply, Failure why);
 
@@ -134,6 +150,8 @@ class Master {
   // free it, so a callback of an old connection never reaches this Master.
   std::unique_ptr<Socket, SocketCloser> socket_;
   Resolve* resolving_ = nullptr;  // owned by libuv until its callback runs
+  std::unique_ptr<addrinfo, FreeAddresses> addresses_;
+  const addrinfo* trying_ = nullptr;  // the address of addresses_ being connected to
   std::unique_ptr<ReplyReader> reader_;
   std::uint64_t generation_ = 0;  // bumped per connection, to notice a drop mid-read
 

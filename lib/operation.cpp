@@ -23,35 +23,22 @@ Operation::Operation(Context& context, Kind kind, Lock lock, milliseconds ttl, i
 }
 
 std::shared_ptr<const Command> Operation::make_command() const {
-  auto command = std::make_shared<Command>();
   std::string ttl = std::to_string(ttl_.count());
   switch (kind_) {
     case Kind::acquire:
-      command->argv = {"SET", key_, lock_.value, "NX", "PX", ttl};
-      break;
+      return Command::plain({"SET", key_, lock_.value, "NX", "PX", ttl});
     case Kind::extend:
-      command->script = &scripts::extend;
-      command->argv = {key_, lock_.value, ttl};
-      break;
+      return Command::script(scripts::extend, {key_, lock_.value, ttl});
     case Kind::continue_lock:
-      command->script = &scripts::continue_lock;
-      command->argv = {key_, lock_.value, ttl};
-      break;
+      return Command::script(scripts::continue_lock, {key_, lock_.value, ttl});
     case Kind::unlock:
-      command->script = &scripts::unlock;
-      command->argv = {key_, lock_.value};
-      break;
+      return Command::script(scripts::unlock, {key_, lock_.value});
   }
-  return command;
+  return nullptr;
 }
 
 void Operation::start() {
   command_ = make_command();
-  if (kind_ == Kind::extend && context_.clock.now() >= lock_.valid_until) {
-    // Too late to extend: someone else may already hold it.
-    lost(errc::not_held);
-    return;
-  }
   attempt();
 }
 
@@ -60,6 +47,11 @@ void Operation::attempt() {
   // Every attempt takes its own t0, before any byte of it is written.
   uv_update_time(context_.loop);
   TimePoint t0 = context_.clock.now();
+  if (kind_ == Kind::extend && t0 >= lock_.valid_until) {
+    // Too late to extend: someone else may already hold it.
+    lost(errc::not_held);
+    return;
+  }
   round_ = Round::start(context_.masters, command_, t0, [this](const Outcome& o) { on_decided(o); });
 }
 
@@ -81,8 +73,9 @@ void Operation::on_decided(const Outcome& outcome) {
         lost(outcome.error == errc::unavailable ? errc::unavailable : errc::not_held);
         return;
       }
-      // Held without a gap only if this round began before the old lock ran out.
-      if (kind_ == Kind::continue_lock) lock_.continued = outcome.t0 < lock_.valid_until;
+      // Held without a gap only if this round began before the old lock ran
+      // out; an extend that succeeded always was.
+      lock_.continued = kind_ == Kind::extend || outcome.t0 < lock_.valid_until;
       break;
     case Kind::unlock:
       if (!outcome.reached) {
@@ -119,9 +112,7 @@ void Operation::lost(errc error) {
 // that timed out may still have run, and a late yes must not leave our key.
 // Written now, before the caller hears of the failure.
 void Operation::release_everywhere() {
-  auto command = std::make_shared<Command>();
-  command->script = &scripts::unlock;
-  command->argv = {key_, lock_.value};
+  auto command = Command::script(scripts::unlock, {key_, lock_.value});
   for (const auto& m : context_.masters) {
     m->send(command, {});
     m->flush();
@@ -139,6 +130,9 @@ void Operation::finish(std::error_code error) {
 }
 
 void Operation::cancel() {
+  // A SET, extend or continue already written may still succeed; whoever
+  // waits for this resource must not wait out its ttl.
+  if (round_ && kind_ != Kind::unlock) release_everywhere();
   round_.reset();
   retry_timer_.close();
   if (!cb_) return;

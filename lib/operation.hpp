@@ -59,7 +59,8 @@ class Operation {
   Operation& operator=(const Operation&) = delete;
 
   void start();
-  /// The client is closing: answer errc::closed now, do nothing more.
+  /// The client is closing: release what a round in flight may take, answer
+  /// errc::closed, do nothing more.
   void cancel();
 
  private:

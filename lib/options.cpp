@@ -157,7 +157,7 @@ void Options::validate() const {
   }
   require(connect_timeout.count() > 0, "connect_timeout must be positive");
   require(command_timeout.count() > 0, "command_timeout must be positive");
-  require(retry_count >= 0, "retry_count must not be negative");
+  require(retry_count >= 0 && retry_count <= 1000000, "retry_count must be 0-1000000");
   require(retry_delay.count() >= 0, "retry_delay must not be negative");
   require(retry_jitter.count() >= 0, "retry_jitter must not be negative");
   require(drift_factor >= 0.0 && drift_factor < 1.0, "drift_factor must be in [0, 1)");

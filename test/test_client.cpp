@@ -8,6 +8,7 @@
 
 #include "support/calls.hpp"
 #include "support/cluster.hpp"
+#include "support/eventually.hpp"
 #include "support/loop.hpp"
 
 using namespace redlock;
@@ -120,5 +121,35 @@ TEST_CASE("a callback may destroy its own client", "[client]") {
   CHECK(!client);
   // The second answer came with the first, or as closed by the destruction.
   CHECK((second == errc::not_acquired || second == errc::closed));
+  REQUIRE(loop.close());
+}
+
+TEST_CASE("closing with an undecided acquisition releases what it may have taken", "[client]") {
+  Cluster masters(3);
+  LoopFixture loop;
+  {
+    Options options = masters.options();
+    options.command_timeout = 10s;
+    Client client(loop.get(), options);
+    Answer warm = try_lock(loop, client, "warm", 5s);
+    REQUIRE_FALSE(warm.error);
+    // Master 0 will say yes, master 1 no, master 2 nothing: the round cannot decide.
+    masters[1].set("stuck", "someone", 60s);
+    masters[2].pause();
+    std::error_code answer;
+    bool answered = false;
+    client.try_lock("stuck", 60s, [&](std::error_code e, Lock) {
+      answer = e;
+      answered = true;
+    });
+    REQUIRE(loop.run_until([&] { return masters[0].get("stuck").has_value(); }, 5s));
+    client.close(nullptr);
+    REQUIRE(loop.run_until([&] { return answered; }, 5s));
+    CHECK(answer == errc::closed);
+    // Without the release, our value would block "stuck" on master 0 for 60 s.
+    CHECK(eventually([&] { return !masters[0].get("stuck"); }));
+    CHECK(masters[1].get("stuck") == "someone");
+    masters[2].resume();
+  }
   REQUIRE(loop.close());
 }

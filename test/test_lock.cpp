@@ -201,6 +201,13 @@ TEST_CASE("extend renews the ttl only where the value is ours", "[lock]") {
                masters[2].pttl("job") > 20000;
       }));
     }
+    SECTION("a lock from a gapped continue_lock is continuous again once extended") {
+      Lock gapped = a.lock;
+      gapped.continued = false;
+      Answer e = extend(loop, client, gapped, 30s);
+      REQUIRE_FALSE(e.error);
+      CHECK(e.lock.continued);
+    }
     SECTION("vanished on one master: still a quorum, and the key is not re-created there") {
       masters[1].command({"DEL", "job"});
       Answer e = extend(loop, client, a.lock, 30s);

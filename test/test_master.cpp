@@ -29,10 +29,7 @@ struct Collector final : ReplyHandler {
 };
 
 std::shared_ptr<const Command> command(std::vector<std::string> argv, const Script* script = nullptr) {
-  auto c = std::make_shared<Command>();
-  c->argv = std::move(argv);
-  c->script = script;
-  return c;
+  return script ? Command::script(*script, std::move(argv)) : Command::plain(std::move(argv));
 }
 
 MasterConfig config_for(const RedisServer& server) {
