@@ -4,8 +4,8 @@
 
 #include <limits>
 #include <stdexcept>
-#include <unordered_map>
 #include <utility>
+#include <vector>
 
 #include "deferred.hpp"
 #include "operation.hpp"
@@ -42,12 +42,17 @@ class Client::Impl final : public Context {
     deferred_->post(std::move(fn));
   }
 
-  // Destroyed on a later turn: finished() is called from inside the operation.
-  void finished(Operation& op) override {
-    auto it = operations_.find(&op);
-    if (it == operations_.end()) return;
-    post([owned = std::move(it->second)] {});
-    operations_.erase(it);
+  std::shared_ptr<Operation> retire(Operation& op) override {
+    std::size_t slot = op.registry_slot;
+    if (slot >= operations_.size() || operations_[slot].get() != &op) return nullptr;
+    auto owned = std::move(operations_[slot]);
+    // Swap-remove: the vector keeps its capacity, so no allocation per call.
+    if (slot + 1 != operations_.size()) {
+      operations_[slot] = std::move(operations_.back());
+      operations_[slot]->registry_slot = slot;
+    }
+    operations_.pop_back();
+    return owned;
   }
 
   void run(Operation::Kind kind, Lock lock, milliseconds ttl, int attempts, Operation::Callback cb) {
@@ -64,7 +69,8 @@ class Client::Impl final : public Context {
     }
     auto op = std::make_shared<Operation>(*this, kind, std::move(lock), ttl, attempts, std::move(cb));
     Operation& started = *op;
-    operations_.emplace(op.get(), std::move(op));
+    op->registry_slot = operations_.size();
+    operations_.push_back(std::move(op));
     started.start();
   }
 
@@ -73,7 +79,7 @@ class Client::Impl final : public Context {
       closed_ = true;
       auto operations = std::move(operations_);
       operations_.clear();
-      for (auto& [raw, op] : operations) op->cancel();
+      for (auto& op : operations) op->cancel();
       masters.clear();
     }
     if (cb) post(std::move(cb));
@@ -99,7 +105,7 @@ class Client::Impl final : public Context {
 
   // operations_ is destroyed before the masters (a base-class member):
   // operations hold rounds whose commands sit in the masters' queues.
-  std::unordered_map<Operation*, std::shared_ptr<Operation>> operations_;
+  std::vector<std::shared_ptr<Operation>> operations_;
   Deferred::Ptr deferred_;
   bool closed_ = false;
 };

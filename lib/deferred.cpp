@@ -30,6 +30,8 @@ void Deferred::drain() {
   batch.swap(queue_);
   for (auto& fn : batch) fn();
   draining_ = false;
+  batch.clear();
+  if (queue_.empty()) queue_.swap(batch);  // keep the capacity for the next turn
   if (queue_.empty()) {
     uv_check_stop(&check_);
     uv_idle_stop(&idle_);

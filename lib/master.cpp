@@ -3,11 +3,13 @@
 #include <sys/socket.h>
 
 #include <algorithm>
+#include <array>
 #include <cassert>
 #include <cerrno>
 #include <charconv>
 #include <cstring>
 #include <limits>
+#include <stdexcept>
 #include <string_view>
 #include <utility>
 
@@ -39,40 +41,54 @@ struct Master::Resolve {
 
 namespace {
 
-void encode(std::string& out, std::string_view verb, std::string_view script,
-            const std::vector<std::string>& argv) {
-  std::vector<std::string_view> all;
-  all.reserve(argv.size() + 3);
+template <class Args>
+Encoded encode(std::string_view verb, std::string_view script, const Args& argv) {
+  constexpr std::size_t max_args = 16;  // lock commands use at most 9
+  if (argv.size() + 3 > max_args) throw std::length_error("redlock: too many command arguments");
+  std::array<std::string_view, max_args> all;
+  std::size_t n = 0;
   if (!verb.empty()) {
-    all.push_back(verb);
-    all.push_back(script);
-    all.push_back("1");
+    all[n++] = verb;
+    all[n++] = script;
+    all[n++] = "1";
   }
-  all.insert(all.end(), argv.begin(), argv.end());
-  append_command(out, all);
+  for (std::string_view a : argv) all[n++] = a;
+  return encode_command(all.data(), n);
 }
 
 }  // namespace
 
-std::shared_ptr<const Command> Command::plain(std::vector<std::string> argv) {
+template <class Args>
+std::shared_ptr<const Command> Command::make(const Script* script, const Args& argv) {
   auto c = std::make_shared<Command>();
-  encode(c->encoded_, {}, {}, argv);
-  c->argv_ = std::move(argv);
+  if (script) {
+    c->encoded_ = encode("EVALSHA", script->sha1, argv);
+  } else {
+    c->encoded_ = encode({}, {}, argv);
+  }
+  c->script_ = script;
   return c;
 }
 
-std::shared_ptr<const Command> Command::script(const Script& script, std::vector<std::string> argv) {
-  auto c = std::make_shared<Command>();
-  c->script_ = &script;
-  encode(c->encoded_, "EVALSHA", script.sha1, argv);
-  c->argv_ = std::move(argv);
-  return c;
+std::shared_ptr<const Command> Command::plain(std::initializer_list<std::string_view> argv) {
+  return make(nullptr, argv);
+}
+
+std::shared_ptr<const Command> Command::script(const Script& script,
+                                               std::initializer_list<std::string_view> argv) {
+  return make(&script, argv);
+}
+
+std::shared_ptr<const Command> Command::plain(const std::vector<std::string>& argv) {
+  return make(nullptr, argv);
+}
+
+std::shared_ptr<const Command> Command::script(const Script& script, const std::vector<std::string>& argv) {
+  return make(&script, argv);
 }
 
 std::string Command::encoded_as_eval() const {
-  std::string out;
-  encode(out, "EVAL", script_->body, argv_);
-  return out;
+  return replace_first_arguments(encoded_.bytes(), {"EVAL", script_->body});
 }
 
 namespace {
@@ -166,7 +182,7 @@ void Master::send(std::shared_ptr<const Command> command, std::weak_ptr<ReplyHan
     out_ += p.command->encoded();
     uv_prepare_start(flusher_.get(), [](uv_prepare_t* h) { owner_of<Master>(h)->flush(); });
   } else {
-    p.unsent = p.command->encoded();
+    p.unsent.assign(p.command->encoded());
   }
   pending_.push_back(std::move(p));
   if (pending_.size() == 1) arm_timer();
@@ -483,14 +499,14 @@ void Master::arm_timer() {
     next = std::min(next, p.deadline);
     break;
   }
-  if (next == no_deadline) {
-    uv_timer_stop(deadline_timer_.get());
-    return;
-  }
+  // Deadlines only grow along the FIFO, so a timer already due no later than
+  // `next` may stay: when it fires early, on_timer() finds nothing and
+  // re-arms. That spares a timer restart per reply.
+  if (next == no_deadline || (timer_due_ != 0 && timer_due_ <= next)) return;
   std::uint64_t now = uv_now(loop_);
+  timer_due_ = std::max(next, now);
   uv_timer_start(
-      deadline_timer_.get(), [](uv_timer_t* t) { owner_of<Master>(t)->on_timer(); },
-      next > now ? next - now : 0, 0);
+      deadline_timer_.get(), [](uv_timer_t* t) { owner_of<Master>(t)->on_timer(); }, timer_due_ - now, 0);
 }
 
 void Master::fail_expired_in_handshake(std::uint64_t now) {
@@ -509,6 +525,7 @@ void Master::fail_expired_in_handshake(std::uint64_t now) {
 }
 
 void Master::on_timer() {
+  timer_due_ = 0;
   std::uint64_t now = uv_now(loop_);
   bool setting_up = state_ != State::ready && state_ != State::backing_off;
   if (setting_up && now >= connect_deadline_) {

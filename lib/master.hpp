@@ -7,8 +7,10 @@
 #include <chrono>
 #include <cstdint>
 #include <deque>
+#include <initializer_list>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "backoff.hpp"
@@ -25,19 +27,25 @@ class Master;
 class Command {
  public:
   /// `argv` is the whole command.
-  static std::shared_ptr<const Command> plain(std::vector<std::string> argv);
+  static std::shared_ptr<const Command> plain(std::initializer_list<std::string_view> argv);
   /// Runs `script` with EVALSHA; `argv` is KEYS[1] and then ARGV.
-  static std::shared_ptr<const Command> script(const Script& script, std::vector<std::string> argv);
+  static std::shared_ptr<const Command> script(const Script& script,
+                                               std::initializer_list<std::string_view> argv);
+  /// The same for arguments only known at run time (tests, tools).
+  static std::shared_ptr<const Command> plain(const std::vector<std::string>& argv);
+  static std::shared_ptr<const Command> script(const Script& script, const std::vector<std::string>& argv);
 
-  const std::string& encoded() const { return encoded_; }
+  std::string_view encoded() const { return encoded_.bytes(); }
   const Script* script() const { return script_; }
   /// The EVAL form, for a master that lost its scripts.
   std::string encoded_as_eval() const;
 
  private:
+  template <class Args>
+  static std::shared_ptr<const Command> make(const Script* script, const Args& argv);
+
   const Script* script_ = nullptr;
-  std::vector<std::string> argv_;
-  std::string encoded_;
+  Encoded encoded_;
 };
 
 /// Why a command got no reply.
@@ -161,6 +169,7 @@ class Master {
   std::vector<char> read_buffer_;
 
   std::uint64_t connect_deadline_ = 0;
+  std::uint64_t timer_due_ = 0;  // when deadline_timer_ fires; 0 when stopped
   Timer deadline_timer_;
   Timer reconnect_timer_;
   Handle<uv_prepare_t> flusher_;

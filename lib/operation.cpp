@@ -124,9 +124,11 @@ void Operation::finish(std::error_code error) {
   retry_timer_.close();
   auto cb = std::exchange(cb_, nullptr);
   Lock lock = error ? Lock{} : std::move(lock_);
-  context_.post(
-      [cb = std::move(cb), error, lock = std::move(lock)]() mutable { cb(error, std::move(lock)); });
-  context_.finished(*this);
+  // One closure answers the caller and then frees this operation (we may be
+  // deep inside its own call stack now).
+  context_.post([cb = std::move(cb), error, lock = std::move(lock), self = context_.retire(*this)]() mutable {
+    cb(error, std::move(lock));
+  });
 }
 
 void Operation::cancel() {

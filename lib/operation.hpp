@@ -31,8 +31,9 @@ class Context {
 
   /// Runs `fn` on a later loop turn.
   virtual void post(std::function<void()> fn) = 0;
-  /// The operation has answered its caller and may be destroyed (later).
-  virtual void finished(Operation& op) = 0;
+  /// The operation has answered its caller: hands over its ownership, so
+  /// that the posted answer can carry it and destroy it after running.
+  virtual std::shared_ptr<Operation> retire(Operation& op) = 0;
 
   uv_loop_t* const loop;
   const Options options;
@@ -59,6 +60,8 @@ class Operation {
   Operation& operator=(const Operation&) = delete;
 
   void start();
+  /// Where the owner keeps this operation (Client::Impl's registry).
+  std::size_t registry_slot = 0;
   /// The client is closing: release what a round in flight may take, answer
   /// errc::closed, do nothing more.
   void cancel();

@@ -27,8 +27,32 @@ struct Reply {
   std::string_view error_code() const;
 };
 
+/// The RESP encoding of one command in the buffer hiredis formatted it into
+/// (owned here, so it is not copied).
+class Encoded {
+ public:
+  Encoded() = default;
+  std::string_view bytes() const { return {data_.get(), size_}; }
+
+ private:
+  struct Free {
+    void operator()(char* p) const noexcept;
+  };
+  friend Encoded encode_command(const std::string_view* argv, std::size_t argc);
+  std::unique_ptr<char, Free> data_;
+  std::size_t size_ = 0;
+};
+
+Encoded encode_command(const std::string_view* argv, std::size_t argc);
+
 /// Appends the RESP encoding of `argv` (a command and its arguments) to `out`.
 void append_command(std::string& out, const std::vector<std::string_view>& argv);
+void append_command(std::string& out, const std::string_view* argv, std::size_t argc);
+
+/// `encoded` (one command, as append_command writes it) with its first
+/// arguments replaced by `first`, the same number of them: how EVALSHA sha
+/// becomes EVAL body without keeping the other arguments around.
+std::string replace_first_arguments(std::string_view encoded, const std::vector<std::string_view>& first);
 
 /// Incremental reply parser: feed() bytes as they arrive, then call next()
 /// until it returns nothing. After a protocol error the stream is unusable.

@@ -23,9 +23,13 @@ Vote classify(const Reply& reply) {
   return Vote::failed;
 }
 
+Round::Round(Token, int n, TimePoint t0, Decided decided) : n_(n), t0_(t0), decided_(std::move(decided)) {
+  if (static_cast<std::size_t>(n) > yes_inline_.size()) yes_overflow_.reserve(static_cast<std::size_t>(n));
+}
+
 std::shared_ptr<Round> Round::start(const std::vector<std::unique_ptr<Master>>& masters,
                                     std::shared_ptr<const Command> command, TimePoint t0, Decided decided) {
-  std::shared_ptr<Round> round(new Round(static_cast<int>(masters.size()), t0, std::move(decided)));
+  auto round = std::make_shared<Round>(Token{}, static_cast<int>(masters.size()), t0, std::move(decided));
   for (const auto& m : masters) m->send(command, round);
   return round;
 }
@@ -33,22 +37,29 @@ std::shared_ptr<Round> Round::start(const std::vector<std::unique_ptr<Master>>& 
 void Round::on_reply(const Master& from, const Reply& reply) {
   Vote vote = classify(reply);
   if (!from.voting()) vote = Vote::failed;
-  if (vote == Vote::yes && !from.run_id().empty()) {
+  if (vote == Vote::yes) {
     // Two endpoints that reach one server must not make two votes.
-    if (std::find(yes_run_ids_.begin(), yes_run_ids_.end(), from.run_id()) != yes_run_ids_.end()) {
+    bool overflow = static_cast<std::size_t>(n_) > yes_inline_.size();
+    const Master* const* begin = overflow ? yes_overflow_.data() : yes_inline_.data();
+    const Master* const* end = begin + tally_.yes;
+    bool same_server = !from.run_id().empty() &&
+                       std::any_of(begin, end, [&](const Master* m) { return m->run_id() == from.run_id(); });
+    if (same_server) {
       vote = Vote::failed;
+    } else if (overflow) {
+      yes_overflow_.push_back(&from);
     } else {
-      yes_run_ids_.push_back(from.run_id());
+      yes_inline_[static_cast<std::size_t>(tally_.yes)] = &from;
     }
   }
-  count(from, vote);
+  count(vote);
 }
 
-void Round::on_failure(const Master& from, Failure) {
-  count(from, Vote::failed);
+void Round::on_failure(const Master&, Failure) {
+  count(Vote::failed);
 }
 
-void Round::count(const Master&, Vote vote) {
+void Round::count(Vote vote) {
   switch (vote) {
     case Vote::yes:
       ++tally_.yes;

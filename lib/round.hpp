@@ -2,6 +2,7 @@
 
 #include <redlock/error.hpp>
 
+#include <array>
 #include <functional>
 #include <memory>
 #include <string>
@@ -54,15 +55,19 @@ class Round final : public ReplyHandler, public std::enable_shared_from_this<Rou
 
   const Tally& tally() const { return tally_; }
 
+  struct Token {};  // make_shared needs a public constructor; only start() has a Token
+  Round(Token, int n, TimePoint t0, Decided decided);
+
  private:
-  Round(int n, TimePoint t0, Decided decided) : n_(n), t0_(t0), decided_(std::move(decided)) {}
-  void count(const Master& from, Vote vote);
+  void count(Vote vote);
 
   int n_;
   TimePoint t0_;
   Decided decided_;
   Tally tally_;
-  std::vector<std::string> yes_run_ids_;
+  // Who voted yes, to spot one server reached twice; inline up to 16 masters.
+  std::array<const Master*, 16> yes_inline_{};
+  std::vector<const Master*> yes_overflow_;
 };
 
 }  // namespace redlock

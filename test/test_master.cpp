@@ -29,7 +29,7 @@ struct Collector final : ReplyHandler {
 };
 
 std::shared_ptr<const Command> command(std::vector<std::string> argv, const Script* script = nullptr) {
-  return script ? Command::script(*script, std::move(argv)) : Command::plain(std::move(argv));
+  return script ? Command::script(*script, argv) : Command::plain(argv);
 }
 
 MasterConfig config_for(const RedisServer& server) {

@@ -92,3 +92,11 @@ TEST_CASE("a protocol violation is reported, not guessed around", "[resp]") {
     CHECK_FALSE(reader.next());
   }
 }
+
+TEST_CASE("leading arguments of an encoded command can be replaced", "[resp]") {
+  std::string evalsha;
+  append_command(evalsha, {"EVALSHA", "0123456789abcdef0123456789abcdef01234567", "1", "key", "value"});
+  std::string expected;
+  append_command(expected, {"EVAL", "return 1", "1", "key", "value"});
+  CHECK(replace_first_arguments(evalsha, {"EVAL", "return 1"}) == expected);
+}
