@@ -101,11 +101,11 @@ if bash scripts/setup.sh; then
     total_failed=$((total_failed + 1))
   fi
 
-  # The blocking facade is the multi-threaded part: ThreadSanitizer for it.
+  # The multi-threaded parts (blocking facade, fault proxy): ThreadSanitizer.
   if ((${#test_args[@]} == 0)); then
     if [[ -f $TSAN_BUILD_DIR/build.ninja ]] ||
       meson setup "$TSAN_BUILD_DIR" -Db_sanitize=thread -Db_lundef=false -Dexamples=disabled -Dbench=disabled; then
-      TSAN_OPTIONS=halt_on_error=1 run_suite threads "$TSAN_BUILD_DIR" blocking client
+      TSAN_OPTIONS=halt_on_error=1 run_suite threads "$TSAN_BUILD_DIR" blocking client proxy
     else
       echo "=== threads: meson setup $TSAN_BUILD_DIR failed"
       total_failed=$((total_failed + 1))
