@@ -31,6 +31,7 @@ class Client::Impl final : public Context {
       config.connect_timeout = this->options.connect_timeout;
       config.command_timeout = this->options.command_timeout;
       config.restart_quarantine = this->options.restart_quarantine;
+      config.diagnostics = this->options.diagnostics;
       masters.push_back(std::make_unique<Master>(loop, std::move(config), random_seed()));
     }
   }

@@ -167,7 +167,7 @@ Master::~Master() {
 }
 
 bool Master::voting() const {
-  if (state_ != State::ready) return false;
+  if (state_ != State::ready || !is_master_) return false;
   if (config_.restart_quarantine.count() == 0) return true;
   // INFO reports whole seconds, truncated: count one second more to be sure.
   auto up = uptime_at_connect_ + std::chrono::duration_cast<std::chrono::milliseconds>(
@@ -341,7 +341,9 @@ void Master::start_handshake() {
     append_command(bytes, {"SCRIPT", "LOAD", s->body});
     handshake_.push_back(Step::load_script);
   }
-  append_command(bytes, {"INFO", "server"});
+  // All of INFO (a few kB, once per connection) rather than sections: asking
+  // for several sections at once needs Redis 7.
+  append_command(bytes, {"INFO"});
   handshake_.push_back(Step::info);
   for (Pending& p : pending_) {
     bytes += p.unsent;
@@ -381,6 +383,7 @@ void Master::on_handshake_reply(const Reply& reply) {
   handshake_.pop_front();
   if (reply.is_error()) {
     // Wrong password, unknown database, scripting disabled: this master cannot vote.
+    warn("connection refused by the server, it does not vote: " + reply.str);
     drop(Failure::disconnected);
     return;
   }
@@ -416,6 +419,24 @@ void Master::parse_info(const std::string& info) {
   long long seconds = 0;
   std::from_chars(uptime.data(), uptime.data() + uptime.size(), seconds);  // 0 if unreadable
   uptime_at_connect_ = std::chrono::seconds{seconds};
+
+  std::string role = field("role");
+  is_master_ = role == "master";
+  if (!is_master_)
+    warn("its role is " + (role.empty() ? "unknown" : role) + ", not master: it does not vote");
+  std::string policy = field("maxmemory_policy");
+  if (!policy.empty() && policy != "noeviction") {
+    warn("maxmemory-policy is " + policy + ", not noeviction: an evicted lock key is a lost vote");
+  }
+  auto quarantine = config_.restart_quarantine;
+  if (quarantine.count() > 0 && uptime_at_connect_ < quarantine + std::chrono::seconds{1}) {
+    warn("up for " + std::to_string(seconds) + " s: in restart quarantine, no vote until it has been up " +
+         std::to_string(quarantine.count()) + " ms (+1 s)");
+  }
+}
+
+void Master::warn(const std::string& message) const {
+  if (config_.diagnostics) config_.diagnostics(config_.endpoint.to_string() + ": " + message);
 }
 
 void Master::on_command_reply(const Reply& reply) {

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <initializer_list>
 #include <memory>
 #include <string>
@@ -73,6 +74,7 @@ struct MasterConfig {
   std::chrono::milliseconds restart_quarantine{0};
   std::chrono::milliseconds reconnect_base{20};
   std::chrono::milliseconds reconnect_cap{1000};
+  std::function<void(std::string_view)> diagnostics;  // see Options::diagnostics
 };
 
 /// One connection to one master: connect (name resolution, TCP or Unix
@@ -100,7 +102,8 @@ class Master {
   std::size_t index() const { return config_.index; }
   const Endpoint& endpoint() const { return config_.endpoint; }
   State state() const { return state_; }
-  /// Connected, handshake done, and out of restart quarantine.
+  /// Connected, handshake done, a master (not a replica), and out of restart
+  /// quarantine.
   bool voting() const;
   /// The server's run_id from INFO at the last connect; empty before.
   const std::string& run_id() const { return run_id_; }
@@ -140,6 +143,7 @@ class Master {
   void on_handshake_reply(const Reply& reply);
   void on_command_reply(const Reply& reply);
   void parse_info(const std::string& info);
+  void warn(const std::string& message) const;
   void drop(Failure why);
   void schedule_reconnect();
   void arm_timer();
@@ -175,6 +179,7 @@ class Master {
   Handle<uv_prepare_t> flusher_;
 
   std::string run_id_;
+  bool is_master_ = false;  // INFO role at the last connect
   std::chrono::milliseconds uptime_at_connect_{0};
   std::chrono::steady_clock::time_point connected_at_{};
   std::uint64_t connections_ = 0;

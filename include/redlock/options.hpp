@@ -62,6 +62,12 @@ struct REDLOCK_API Options {
   /// Time source for t0 and validity; empty means steady_clock::now. Meant for
   /// tests and simulations; it must tick like steady_clock.
   std::function<std::chrono::steady_clock::time_point()> clock;
+  /// Told, as one line naming the master, what an operator should know: a
+  /// failed handshake (wrong password), a replica (it never votes), a
+  /// maxmemory-policy other than noeviction (an evicted key is a lost vote), a
+  /// master in restart quarantine. Called on the loop thread from inside the
+  /// library: log and return, make no call on the Client from it.
+  std::function<void(std::string_view)> diagnostics;
 
   /// Throws std::invalid_argument naming the first bad field.
   void validate() const;
