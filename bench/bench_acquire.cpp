@@ -42,6 +42,13 @@ namespace {
 
 constexpr auto lock_ttl = 10s;
 
+// The library's compare-and-delete script (lib/scripts.cpp), which the floor
+// runs too; SCRIPT LOAD checks that the two copies agree.
+constexpr const char* redlock_unlock_body =
+    "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) end\n"
+    "return 0\n";
+constexpr const char* redlock_unlock_sha1 = "3c878575892b1b569fd5e1a5ce04d480da65b703";
+
 struct Settings {
   std::vector<int> ns{1, 3, 5, 7, 9};
   int iterations = 2000;
@@ -214,12 +221,33 @@ Latency blocking_latency(const redlock::Options& o, int warmup, int iterations, 
   return out;
 }
 
-std::string encode(const char* format, const std::string& a, const std::string& b = {}) {
+std::string encode(const char* format, const std::string& a, const std::string& b = {},
+                   const std::string& c = {}) {
   char* raw = nullptr;
-  int size = redisFormatCommand(&raw, format, a.c_str(), b.c_str());
+  int size = redisFormatCommand(&raw, format, a.c_str(), b.c_str(), c.c_str());
   std::string out(raw, static_cast<std::size_t>(size));
   redisFreeCommand(raw);
   return out;
+}
+
+// The floor releases the way any safe lock must: compare-and-delete, run
+// with EVALSHA like the library does (a plain DEL would cost the masters less).
+constexpr const char* floor_value = "0123456789abcdef0123456789abcdef";
+
+std::string floor_release(const std::string& key) {
+  return encode("EVALSHA %s 1 %s %s", std::string(redlock_unlock_sha1), key, floor_value);
+}
+
+void load_unlock_script(const std::vector<int>& ports) {
+  for (int port : ports) {
+    redisContext* c = redisConnect("127.0.0.1", port);
+    if (!c || c->err) throw std::runtime_error("floor: cannot connect to load the script");
+    auto* reply = static_cast<redisReply*>(redisCommand(c, "SCRIPT LOAD %s", redlock_unlock_body));
+    bool ok = reply && reply->type == REDIS_REPLY_STRING && std::string(reply->str) == redlock_unlock_sha1;
+    if (reply) freeReplyObject(reply);
+    redisFree(c);
+    if (!ok) throw std::runtime_error("floor: SCRIPT LOAD gave another SHA-1");
+  }
 }
 
 Latency floor_latency(const std::vector<int>& ports, int warmup, int iterations, bool with_unlock) {
@@ -231,8 +259,9 @@ Latency floor_latency(const std::vector<int>& ports, int warmup, int iterations,
     if (!floor.connected()) throw std::runtime_error("floor: cannot connect");
     int done = 0;
     Clock::time_point started;
-    std::string set = encode("SET %s %s NX PX 10000", "bench:floor", "0123456789abcdef0123456789abcdef");
-    std::string del = encode("DEL %s", "bench:floor");
+    load_unlock_script(ports);
+    std::string set = encode("SET %s %s NX PX 10000", "bench:floor", floor_value);
+    std::string del = floor_release("bench:floor");
     std::function<void()> step;
     auto next = [&](Clock::time_point end) {
       if (done >= warmup) out.samples.push_back(micros(end - started));
@@ -302,11 +331,12 @@ double floor_throughput(const std::vector<int>& ports, int slots, std::chrono::m
   {
     bench::Floor floor(&loop, ports);
     if (!floor.connected()) throw std::runtime_error("floor: cannot connect");
+    load_unlock_script(ports);
     std::vector<std::string> sets, dels;
     for (int s = 0; s < slots; ++s) {
       std::string key = "bench:floor:" + std::to_string(s);
-      sets.push_back(encode("SET %s %s NX PX 10000", key, "0123456789abcdef0123456789abcdef"));
-      dels.push_back(encode("DEL %s", key));
+      sets.push_back(encode("SET %s %s NX PX 10000", key, floor_value));
+      dels.push_back(floor_release(key));
     }
     auto started = Clock::now();
     auto end = started + duration;
