@@ -102,7 +102,13 @@ Settings parse(int argc, char** argv) {
       throw std::invalid_argument("unknown argument " + arg);
     }
   }
-  if (!s.ports.empty()) s.ns = {static_cast<int>(s.ports.size())};
+  if (!s.ports.empty()) {
+    // Running masters: measure the N values asked for, each on the first N ports.
+    s.ns.erase(std::remove_if(s.ns.begin(), s.ns.end(),
+                              [&](int n) { return n < 1 || n > static_cast<int>(s.ports.size()); }),
+               s.ns.end());
+    if (s.ns.empty()) s.ns = {static_cast<int>(s.ports.size())};
+  }
   return s;
 }
 

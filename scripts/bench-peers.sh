@@ -10,7 +10,8 @@
 #   OUT                JSONL written here (default bench/results/peers-DATE.jsonl)
 #   REPS               repetitions, node and ours interleaved (default 3)
 #   ITERATIONS WARMUP INFLIGHT DURATION_MS   workload sizes (2000 200 256 3000)
-#   BASE_PORT          first master port (default: a free run of 5 in 20000-39999)
+#   NS                 the numbers of masters to measure (default "5"; e.g. "1 3 5 7 9")
+#   BASE_PORT          first master port (default: a free run of ports in 20000-39999)
 #
 # Masters are pinned to CPU 1 and the client to CPU 0 (when there are 2+ CPUs).
 # Every master started here is stopped by pid on exit, failure included.
@@ -27,7 +28,8 @@ iterations=${ITERATIONS:-2000}
 warmup=${WARMUP:-200}
 inflight=${INFLIGHT:-256}
 duration_ms=${DURATION_MS:-3000}
-n_masters=5
+ns=${NS:-5}   # the N values to measure, e.g. NS="1 3 5 7 9"
+n_masters=$(tr ' ' '\n' <<<"$ns" | sort -n | tail -1)
 redlock_version=5.0.0-beta.2
 ioredis_major=5
 node_bench=$repo/bench/peers/node_redlock_bench.js
@@ -182,12 +184,16 @@ run_one() {
 
 started=$SECONDS
 for ((rep = 1; rep <= reps; rep++)); do
-  run_one "node-redlock, repetition $rep/$reps" 150 \
-    node "$node_bench" --ports "$ports" --iterations "$iterations" --warmup "$warmup" \
-    --inflight "$inflight" --duration-ms "$duration_ms" --deadline-s 120 --modules "$peers_dir"
+  for n in $ns; do
+    run_one "node-redlock N=$n, repetition $rep/$reps" 150 \
+      node "$node_bench" --ports "$(cut -d, -f1-"$n" <<<"$ports")" --iterations "$iterations" \
+      --warmup "$warmup" --inflight "$inflight" --duration-ms "$duration_ms" --deadline-s 120 \
+      --modules "$peers_dir"
+  done
   if ((have_ours)); then
-    run_one "bench_acquire, repetition $rep/$reps" 300 \
-      "$our_bench" --ports "$ports" --masters "$n_masters" --iterations "$iterations" --warmup "$warmup" --repeat 1
+    run_one "bench_acquire, repetition $rep/$reps" 600 \
+      "$our_bench" --ports "$ports" --masters "$(tr ' ' , <<<"$ns")" --iterations "$iterations" \
+      --warmup "$warmup" --repeat 1
   fi
 done
 note "runs took $((SECONDS - started)) s"
@@ -222,6 +228,7 @@ with open(path) as f:
         for field, label in metrics:
             if field not in r:
                 continue
+            label = "N=%s %s" % (r.get("masters"), label)
             key = (b, label)
             if key not in rows:
                 rows[key] = {}
@@ -231,11 +238,12 @@ with open(path) as f:
 def bench_rank(key):
     b, label = key
     rank = {"try_lock": 0, "try_lock_unlock": 1, "throughput": 2}[b]
+    masters = int(label.split()[0][2:])
     if b == "throughput":
         n = int(label.split("@")[1]) if label.split("@")[1].isdigit() else 0
         # the configured depth first, then the others ascending
-        return (rank, 0 if n == wanted_inflight else 1, n)
-    return (rank, 0, label)
+        return (rank, masters, 0 if n == wanted_inflight else 1, n)
+    return (rank, masters, 0, label)
 
 order.sort(key=bench_rank)
 ours = ["redlock-async", "redlock-blocking"]
