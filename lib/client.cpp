@@ -16,7 +16,7 @@ namespace redlock {
 namespace {
 
 // Redis accepts larger keys, but a lock name this long is a caller's bug.
-constexpr std::size_t max_key_bytes = 64 * 1024;
+constexpr std::size_t max_key_bytes = std::size_t{64} * 1024;
 constexpr milliseconds max_ttl{std::numeric_limits<std::int32_t>::max()};
 
 }  // namespace
@@ -57,7 +57,7 @@ class Client::Impl final : public Context {
   }
 
   void run(Operation::Kind kind, Lock lock, milliseconds ttl, int attempts, Operation::Callback cb) {
-    if (!cb) cb = [](std::error_code, Lock) {};
+    if (!cb) cb = [](std::error_code, const Lock&) {};
     errc refused{};
     if (closed_) {
       refused = errc::closed;
@@ -140,7 +140,7 @@ void Client::continue_lock(const Lock& lock, milliseconds ttl, LockCallback cb) 
 void Client::unlock(const Lock& lock, UnlockCallback cb) {
   if (!cb) cb = [](std::error_code) {};
   impl_->run(Operation::Kind::unlock, lock, milliseconds{1}, 1,
-             [cb = std::move(cb)](std::error_code error, Lock) { cb(error); });
+             [cb = std::move(cb)](std::error_code error, const Lock&) { cb(error); });
 }
 
 void Client::close(std::function<void()> cb) {

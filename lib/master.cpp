@@ -99,7 +99,7 @@ struct WriteRequest {
 };
 
 constexpr std::uint64_t no_deadline = std::numeric_limits<std::uint64_t>::max();
-constexpr std::size_t read_buffer_size = 64 * 1024;
+constexpr std::size_t read_buffer_size = std::size_t{64} * 1024;
 
 Master* owner_of_stream(const uv_stream_t* stream) {
   return static_cast<const Master::Socket*>(stream->data)->owner;
@@ -214,7 +214,7 @@ void Master::flush() {
     drop(Failure::disconnected);
     return;
   }
-  request.release();  // on_written frees it
+  [[maybe_unused]] WriteRequest* in_flight = request.release();  // on_written frees it
 }
 
 // send() with MSG_NOSIGNAL rather than libuv's write(): a master that died

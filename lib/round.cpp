@@ -28,7 +28,8 @@ Round::Round(Token, int n, TimePoint t0, Decided decided) : n_(n), t0_(t0), deci
 }
 
 std::shared_ptr<Round> Round::start(const std::vector<std::unique_ptr<Master>>& masters,
-                                    std::shared_ptr<const Command> command, TimePoint t0, Decided decided) {
+                                    const std::shared_ptr<const Command>& command, TimePoint t0,
+                                    Decided decided) {
   auto round = std::make_shared<Round>(Token{}, static_cast<int>(masters.size()), t0, std::move(decided));
   for (const auto& m : masters) m->send(command, round);
   return round;

@@ -48,7 +48,8 @@ class Round final : public ReplyHandler, public std::enable_shared_from_this<Rou
   /// callback (never inside start()). The caller keeps the Round alive as
   /// long as it wants the decision.
   static std::shared_ptr<Round> start(const std::vector<std::unique_ptr<Master>>& masters,
-                                      std::shared_ptr<const Command> command, TimePoint t0, Decided decided);
+                                      const std::shared_ptr<const Command>& command, TimePoint t0,
+                                      Decided decided);
 
   void on_reply(const Master& from, const Reply& reply) override;
   void on_failure(const Master& from, Failure why) override;
