@@ -185,7 +185,7 @@ void Master::send(std::shared_ptr<const Command> command, std::weak_ptr<ReplyHan
     p.unsent.assign(p.command->encoded());
   }
   pending_.push_back(std::move(p));
-  if (pending_.size() == 1) arm_timer();
+  arm_timer();  // cheap: it keeps a timer that is already due early enough
 }
 
 void Master::flush() {

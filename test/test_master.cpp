@@ -271,3 +271,27 @@ TEST_CASE("a master that accepts but never answers costs connect_timeout, never 
   server.resume();
   REQUIRE(loop.close());
 }
+
+TEST_CASE("a command sent after one expired in the handshake still gets its own deadline", "[master]") {
+  RedisServer server;
+  server.pause();  // TCP connects (the kernel accepts), nothing answers
+  LoopFixture loop;
+  {
+    MasterConfig config = config_for(server);
+    config.connect_timeout = 2s;
+    config.command_timeout = 100ms;
+    Master master(loop.get(), config, 1);
+    auto collector = std::make_shared<Collector>();
+    master.send(command({"PING"}), collector);
+    REQUIRE(loop.run_until([&] { return collector->answers() == 1; }, 5s));
+    REQUIRE(master.state() == Master::State::handshaking);  // the expiry kept the connection
+    auto sent = std::chrono::steady_clock::now();
+    master.send(command({"PING"}), collector);
+    REQUIRE(loop.run_until([&] { return collector->answers() == 2; }, 5s));
+    auto took = std::chrono::steady_clock::now() - sent;
+    CHECK(collector->failures.at(1) == Failure::timeout);
+    CHECK(took < 100ms + scaled(300ms));  // not the 2 s connect_timeout
+  }
+  server.resume();
+  REQUIRE(loop.close());
+}
