@@ -116,6 +116,24 @@ else
   total_failed=$((total_failed + 1))
 fi
 
+# The mutual-exclusion checker: every fault mode briefly, plus the negative
+# control that must find overlaps (scripts/chaos.sh); each run counts as a test.
+if ((${#test_args[@]} == 0)) && [[ -x $BUILD_DIR/test/chaos/redlock-chaos ]]; then
+  echo "=== chaos: scripts/chaos.sh --seconds ${CHAOS_SECONDS:-10}"
+  chaos_log=$(mktemp)
+  status=0
+  bash scripts/chaos.sh --seconds "${CHAOS_SECONDS:-10}" --build-dir "$BUILD_DIR" 2>&1 | tee "$chaos_log" || status=$?
+  chaos_ok=$(awk '/^redlock-chaos summary/ { table = 1; next } table && $NF == "ok" { n++ } END { print n + 0 }' "$chaos_log")
+  chaos_failed=$(awk '/^redlock-chaos summary/ { table = 1; next } table && $NF == "FAIL" { n++ } END { print n + 0 }' "$chaos_log")
+  if ((status != 0 && chaos_failed == 0)); then
+    chaos_failed=1  # chaos.sh failed before its table
+  fi
+  rm -f "$chaos_log"
+  echo "=== chaos: $chaos_ok passed, $chaos_failed failed"
+  total_passed=$((total_passed + chaos_ok))
+  total_failed=$((total_failed + chaos_failed))
+fi
+
 # Done here rather than only in the trap so that the summary stays the last line.
 check_leftover_servers
 trap - EXIT

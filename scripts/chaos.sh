@@ -1,0 +1,275 @@
+#!/usr/bin/env bash
+# Runs the mutual-exclusion checker (redlock-chaos) once per fault mode, then
+# the negative control, and prints a summary table.
+#
+#   scripts/chaos.sh [--seconds S] [--only NAMES] [--build-dir DIR] [--compose | --masters-sh] [-- ARGS...]
+#
+#   --seconds S     how long each mode runs (default 10; 60 with --compose)
+#   --only NAMES    comma-separated run names from the table (e.g. stop,negative-control)
+#   --build-dir DIR where redlock-chaos was built (default build; the binary is
+#                   DIR/test/chaos/redlock-chaos, or $REDLOCK_CHAOS if set)
+#   --compose       drive the same schedule against the docker compose services
+#                   master1..master5 of docker-compose.yml (127.0.0.1:7001-7005):
+#                   docker compose kill/pause/unpause/start. Start them first
+#                   (docker compose up -d --wait). Docker was not available where
+#                   this script was written, so this path has not been run yet;
+#                   --masters-sh exercises the same external-masters code path.
+#                   Docker is slow to kill and start containers, so the TTL is
+#                   5 s and the quarantine 6 s there.
+#   --masters-sh    the same, against local masters started with scripts/masters.sh
+#                   (ports 7401-7405, state in /tmp/redlock-chaos-masters); TTL 2 s,
+#                   quarantine 2.5 s, 20 s per mode
+#   -- ARGS...      passed to every redlock-chaos run (e.g. --processes 4)
+#
+# Modes: none, stop, kill, restart (with the quarantine), latency, blackhole,
+# reply-drop, mixed (with the quarantine, so that it restarts masters too), and
+# the negative control: restart without the quarantine, which must report
+# overlaps (--expect-overlap). The exit status is non-zero if any mode found an
+# overlap or failed, or if the negative control found none. Each run's output
+# is kept in $CHAOS_LOG_DIR (default: a new directory under /tmp).
+set -euo pipefail
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd -P)
+root=$(cd "$here/.." && pwd -P)
+self="$here/$(basename "${BASH_SOURCE[0]}")"
+compose_file="$root/docker-compose.yml"
+masters_sh_base_port=7401
+masters_sh_dir=/tmp/redlock-chaos-masters
+ping_timeout_seconds=30
+
+die() {
+  echo "chaos.sh: $*" >&2
+  exit 2
+}
+
+usage() {
+  sed -n '2,/^set -euo/{/^#/s/^# \{0,1\}//p}' "$0" >&2
+  exit 2
+}
+
+# PING through bash's /dev/tcp, so that no redis-cli is needed on the host.
+answers_ping() {
+  local port=$1 reply=""
+  exec 3<>"/dev/tcp/127.0.0.1/$port" || return 1
+  printf 'PING\r\n' >&3
+  IFS= read -r -t 1 reply <&3 || true
+  exec 3<&- 3>&-
+  [[ $reply == "+PONG"* ]]
+}
+
+wait_ping() {
+  local base=$1 n port deadline
+  shift
+  for n in "$@"; do
+    port=$((base + n - 1))
+    deadline=$((SECONDS + ping_timeout_seconds))
+    until answers_ping "$port" 2>/dev/null; do
+      ((SECONDS < deadline)) || die "master $n (127.0.0.1:$port) does not answer PING"
+      sleep 0.05
+    done
+  done
+}
+
+# --- fault commands (see CHAOS_FAULT_BACKEND below) ---
+
+compose() { docker compose -f "$compose_file" "$@"; }
+
+fault_compose() {
+  local action=$1 n services=()
+  shift
+  for n in "$@"; do services+=("master$n"); done
+  case $action in
+    pause) compose pause "${services[@]}" ;;
+    resume) compose unpause "${services[@]}" ;;
+    kill) compose kill -s SIGKILL "${services[@]}" ;;
+    # The container's redis-server starts afresh; with persistence off it is empty.
+    start)
+      compose start "${services[@]}"
+      wait_ping 7001 "$@"
+      ;;
+    restart)
+      compose kill -s SIGKILL "${services[@]}"
+      compose start "${services[@]}"
+      wait_ping 7001 "$@"
+      ;;
+    *) die "unknown fault action: $action" ;;
+  esac >/dev/null
+}
+
+fault_masters_sh() {
+  local action=$1
+  shift
+  export REDLOCK_MASTERS_DIR=$masters_sh_dir
+  case $action in
+    pause) "$here/masters.sh" pause "$@" ;;
+    resume) "$here/masters.sh" resume "$@" ;;
+    kill) "$here/masters.sh" kill "$@" ;;
+    start | restart)
+      # masters.sh restart kills each one first (a no-op when already killed),
+      # starts it empty and waits for PONG; kill them all first for one burst.
+      [[ $action == restart ]] && "$here/masters.sh" kill "$@"
+      "$here/masters.sh" restart "$@"
+      ;;
+    *) die "unknown fault action: $action" ;;
+  esac >/dev/null
+}
+
+# redlock-chaos runs the --fault-command as `chaos.sh ACTION N...`; the
+# environment says which backend the run is using.
+if [[ -n ${CHAOS_FAULT_BACKEND:-} && ${1:-} =~ ^(pause|resume|kill|start|restart)$ ]]; then
+  case $CHAOS_FAULT_BACKEND in
+    compose) fault_compose "$@" ;;
+    masters-sh) fault_masters_sh "$@" ;;
+    *) die "unknown CHAOS_FAULT_BACKEND: $CHAOS_FAULT_BACKEND" ;;
+  esac
+  exit 0
+fi
+
+# --- the runs ---
+
+seconds=""
+only=""
+build_dir=build
+backend=local
+extra=()
+while (($# > 0)); do
+  case $1 in
+    --seconds)
+      [[ ${2:-} =~ ^[0-9]+$ ]] || die "--seconds wants a number"
+      seconds=$2
+      shift 2
+      ;;
+    --only)
+      [[ -n ${2:-} ]] || die "--only wants run names"
+      only=",$2,"
+      shift 2
+      ;;
+    --build-dir)
+      [[ -n ${2:-} ]] || die "--build-dir wants a directory"
+      build_dir=$2
+      shift 2
+      ;;
+    --compose)
+      backend=compose
+      shift
+      ;;
+    --masters-sh)
+      backend=masters-sh
+      shift
+      ;;
+    --)
+      shift
+      extra=("$@")
+      break
+      ;;
+    -h | --help) usage ;;
+    *) die "unknown argument: $1 (see --help)" ;;
+  esac
+done
+
+chaos=${REDLOCK_CHAOS:-}
+if [[ -z $chaos ]]; then
+  [[ $build_dir == /* ]] || build_dir="$root/$build_dir"
+  chaos="$build_dir/test/chaos/redlock-chaos"
+fi
+[[ -x $chaos ]] || die "no redlock-chaos at $chaos (ninja -C build test/chaos/redlock-chaos)"
+
+# Timing: docker kills and starts containers in about a second, so the TTL has
+# to be long enough that a lock is still held when a restarted majority is back.
+ttl=400
+quarantine=500
+backend_args=()
+case $backend in
+  local) ;;
+  compose)
+    command -v docker >/dev/null || die "--compose needs docker"
+    compose ps --status running --services 2>/dev/null | grep -qx master5 ||
+      die "the compose masters are not running: docker compose -f $compose_file up -d --wait"
+    wait_ping 7001 1 2 3 4 5
+    ttl=5000
+    quarantine=6000
+    seconds=${seconds:-60}
+    backend_args=(--external-ports "7001,7002,7003,7004,7005" --fault-command "$self"
+      --retry-delay-ms 500)
+    ;;
+  masters-sh)
+    REDLOCK_MASTERS_DIR=$masters_sh_dir "$here/masters.sh" start 5 "$masters_sh_base_port" >/dev/null
+    trap 'REDLOCK_MASTERS_DIR=$masters_sh_dir "$here/masters.sh" stop >/dev/null' EXIT
+    # masters.sh takes ~0.1 s per master to kill and start again (it polls
+    # with redis-cli), so a burst of three takes ~0.3 s: the TTL must leave the
+    # holder inside its lock for longer than that.
+    ttl=2000
+    quarantine=2500
+    seconds=${seconds:-20}
+    backend_args=(--external-ports "$(seq -s, "$masters_sh_base_port" $((masters_sh_base_port + 4)))"
+      --fault-command "$self" --retry-delay-ms 200)
+    ;;
+esac
+seconds=${seconds:-10}
+[[ $backend == local ]] || export CHAOS_FAULT_BACKEND=$backend
+
+log_dir=${CHAOS_LOG_DIR:-$(mktemp -d /tmp/redlock-chaos-logs-XXXXXX)}
+mkdir -p "$log_dir"
+
+# name | arguments (the negative control passes only if it finds overlaps)
+runs=(
+  "none|--mode none"
+  "stop|--mode stop"
+  "kill|--mode kill"
+  "restart+quarantine|--mode restart --quarantine-ms $quarantine"
+  "latency|--mode latency"
+  "blackhole|--mode blackhole"
+  "reply-drop|--mode reply-drop"
+  "mixed+quarantine|--mode mixed --quarantine-ms $quarantine"
+  "negative-control|--mode restart --quarantine-ms 0 --expect-overlap"
+)
+
+# A flat JSON field of the checker's last line (numbers or null).
+field() { sed -n "s/.*\"$1\":\([^,}]*\).*/\1/p" <<<"$2"; }
+# A field inside the "errors" object.
+error_field() { grep -o '"errors":{[^}]*}' <<<"$2" | sed -n "s/.*\"$1\":\([0-9]*\).*/\1/p"; }
+ms() { [[ $1 =~ ^[0-9]+$ ]] && awk -v us="$1" 'BEGIN { printf "%.1f", us / 1000 }' || echo "-"; }
+
+failures=0
+table=()
+for run in "${runs[@]}"; do
+  IFS='|' read -r name args <<<"$run"
+  [[ -z $only || $only == *",$name,"* ]] || continue
+  read -r -a words <<<"$args"
+  log="$log_dir/$name.log"
+  cmd=("$chaos" "${words[@]}" --seconds "$seconds" --ttl-ms "$ttl" --list-faults "${backend_args[@]}" "${extra[@]}")
+  echo "== $name: ${cmd[*]}"
+  status=0
+  "${cmd[@]}" >"$log" 2>&1 || status=$?
+  # The fault list stays in the log.
+  grep -v -e '^{' -e '^  fault ' "$log" | sed 's/^/   /' || true
+  json=$(grep '^{' "$log" | tail -n 1 || true)
+  if ((status == 0)); then
+    verdict=ok
+  else
+    verdict=FAIL
+    failures=$((failures + 1))
+  fi
+  if [[ -n $json ]]; then
+    rate=$(field success_rate_healthy "$json")
+    [[ $rate == null || -z $rate ]] && rate="-" || rate=$(awk -v r="$rate" 'BEGIN { printf "%.1f%%", 100 * r }')
+    table+=("$(printf '%-20s %6s %8s %8s %8s %9s %9s %8s %8s %7s  %s' "$name" "$status" \
+      "$(field acquisitions "$json")" "$(field overlaps "$json")" "$(field overruns "$json")" \
+      "$(ms "$(field p50_acquire_us "$json")")" "$(ms "$(field p99_acquire_us "$json")")" "$rate" \
+      "$(error_field unavailable "$json")" "$(field first_success_after_faults_ms "$json")" "$verdict")")
+  else
+    table+=("$(printf '%-20s %6s %8s %8s %8s %9s %9s %8s %8s %7s  %s' "$name" "$status" - - - - - - - - "$verdict")")
+  fi
+done
+
+echo
+echo "redlock-chaos summary ($backend, ${seconds} s per mode, ttl $ttl ms, logs in $log_dir)"
+printf '%-20s %6s %8s %8s %8s %9s %9s %8s %8s %7s  %s\n' mode exit acquired overlaps overruns "p50 ms" "p99 ms" \
+  "ok/hlth" unavail "1st ms" verdict
+for line in "${table[@]}"; do echo "$line"; done
+((${#table[@]} > 0)) || die "--only matched no run"
+if ((failures > 0)); then
+  echo "chaos.sh: $failures of ${#table[@]} runs failed"
+  exit 1
+fi
+echo "chaos.sh: all ${#table[@]} runs passed"

@@ -1,0 +1,559 @@
+// redlock-chaos: a mutual-exclusion checker. Worker processes contend on a few
+// resources through the public blocking API while a fault schedule runs on
+// the masters; afterwards the parent merges what every critical section
+// recorded and counts the ones that overlapped. Usage: redlock-chaos --help.
+#include "record.hpp"
+#include "report.hpp"
+#include "schedule.hpp"
+#include "worker.hpp"
+
+#include <redlock/options.hpp>
+
+#include <signal.h>
+#include <spawn.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <charconv>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <exception>
+#include <filesystem>
+#include <fstream>
+#include <optional>
+#include <random>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <vector>
+
+extern char** environ;
+
+namespace redlock::chaos {
+namespace {
+
+namespace fs = std::filesystem;
+using namespace std::chrono_literals;
+using std::chrono::milliseconds;
+
+constexpr const char* usage_text = R"(usage: redlock-chaos --mode MODE [options]
+
+Starts MASTERS redis-servers on 127.0.0.1, forks PROCESSES worker processes of
+THREADS threads each that loop lock -> hold 30-70% of the validity -> unlock on
+RESOURCES resources through redlock::Redlock, runs the fault schedule of MODE
+meanwhile, then stops the faults, lets the workers run a few more seconds, and
+checks every pair of critical sections on the same resource for an overlap
+inside both holders' validity. Exit status: 0 when no overlap was found, 1 on
+an overlap, 2 when the run itself failed (setup, a worker, no acquisition).
+
+modes:
+  none        no faults (baseline)
+  stop        SIGSTOP a minority of masters, SIGCONT later
+  kill        kill -9 a minority, restart it empty after longer than the TTL
+  restart     kill -9 a majority in one burst and restart it empty at once:
+              safe only with --quarantine-ms; without it, the negative control
+  latency     delay the traffic of 1..N masters (through a TCP proxy)
+  blackhole   a proxy swallows the traffic of up to a majority
+  reply-drop  a proxy forwards requests but drops the replies, up to a majority
+  mixed       up to two faults at once, of every kind above (restart only with
+              --quarantine-ms) plus error replies (-LOADING) and TCP resets
+
+options:
+  --seconds S          how long the workers run (default 10); faults stop
+                       2 s before the end (plus the quarantine, if any)
+  --masters N          default 5
+  --processes P        default 3
+  --threads T          default 4
+  --resources R        default 2
+  --ttl-ms MS          lock TTL (default 400)
+  --quarantine-ms MS   Options::restart_quarantine (default 0 = off); must be
+                       at least the TTL
+  --retry-count N      lock() retries (default 60: under contention a
+                       waiter may need a few seconds)
+  --retry-delay-ms MS  lock() retry delay, and the jitter on it (default 40)
+  --seed N             the fault schedule's seed (default random)
+  --expect-overlap     negative control: exit 0 only if an overlap was found
+  --list-faults        print every fault
+  --keep-records DIR   keep the workers' record files in DIR
+
+external masters (scripts/chaos.sh --compose):
+  --external-ports P,P,...  use the redis-servers already listening on these
+                       127.0.0.1 ports instead of starting any (--masters is
+                       ignored); the proxy modes still work (the proxies run here)
+  --fault-command CMD  run `CMD ACTION N...` for each fault, N the 1-based
+                       master numbers, ACTION pause|resume|kill|start|restart;
+                       start and restart return once the masters answer PING
+                       and must leave them empty
+)";
+
+volatile std::sig_atomic_t interrupted = 0;
+
+extern "C" void on_signal(int) {
+  interrupted = 1;
+}
+
+struct Args {
+  std::optional<Mode> mode;
+  std::chrono::seconds seconds{10};
+  int masters = 5;
+  int processes = 3;
+  int threads = 4;
+  int resources = 2;
+  milliseconds ttl{400};
+  milliseconds quarantine{0};
+  int retry_count = 60;
+  milliseconds retry_delay{40};
+  std::optional<std::uint64_t> seed;
+  bool expect_overlap = false;
+  bool list_faults = false;
+  std::string keep_records;
+  std::vector<int> external_ports;
+  std::string fault_command;
+  // Worker processes only: what the parent passes down.
+  bool worker = false;
+  int process = 0;
+  pid_t parent = 0;
+  std::vector<Endpoint> endpoints;
+  std::string key_prefix;
+  std::int64_t until_ns = 0;
+  std::string out;
+};
+
+[[noreturn]] void usage_error(const std::string& message) {
+  std::fprintf(stderr, "redlock-chaos: %s\n\n%s", message.c_str(), usage_text);
+  std::exit(2);
+}
+
+template <class T>
+T number(std::string_view option, std::string_view text, T low, T high) {
+  T value{};
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (ec != std::errc() || end != text.data() + text.size() || value < low || value > high) {
+    usage_error(std::string(option) + " wants a number in [" + std::to_string(low) + ", " +
+                std::to_string(high) + "], not '" + std::string(text) + "'");
+  }
+  return value;
+}
+
+std::vector<Endpoint> parse_endpoints(std::string_view list) {
+  std::vector<Endpoint> endpoints;
+  while (!list.empty()) {
+    const auto comma = list.find(',');
+    endpoints.push_back(Endpoint::parse(list.substr(0, comma)));
+    list = comma == std::string_view::npos ? std::string_view() : list.substr(comma + 1);
+  }
+  return endpoints;
+}
+
+Args parse_args(int argc, char** argv) {
+  Args a;
+  constexpr int big = 1'000'000;
+  for (int i = 1; i < argc; ++i) {
+    const std::string_view opt = argv[i];
+    if (opt == "--help" || opt == "-h") {
+      std::fputs(usage_text, stdout);
+      std::exit(0);
+    }
+    if (opt == "--expect-overlap") {
+      a.expect_overlap = true;
+      continue;
+    }
+    if (opt == "--list-faults") {
+      a.list_faults = true;
+      continue;
+    }
+    if (opt == "--worker") {
+      a.worker = true;
+      continue;
+    }
+    if (i + 1 >= argc) usage_error("missing value after " + std::string(opt));
+    const std::string_view value = argv[++i];
+    if (opt == "--mode") {
+      a.mode = parse_mode(value);
+      if (!a.mode) usage_error("unknown mode '" + std::string(value) + "'");
+    } else if (opt == "--seconds") {
+      a.seconds = std::chrono::seconds{number<long long>(opt, value, 1, 7 * 24 * 3600)};
+    } else if (opt == "--masters") {
+      a.masters = number(opt, value, 1, 15);
+    } else if (opt == "--processes") {
+      a.processes = number(opt, value, 1, 64);
+    } else if (opt == "--threads") {
+      a.threads = number(opt, value, 1, 256);
+    } else if (opt == "--resources") {
+      a.resources = number(opt, value, 1, 1000);
+    } else if (opt == "--ttl-ms") {
+      a.ttl = milliseconds{number(opt, value, 1, big)};
+    } else if (opt == "--quarantine-ms") {
+      a.quarantine = milliseconds{number(opt, value, 0, big)};
+    } else if (opt == "--retry-count") {
+      a.retry_count = number(opt, value, 0, 10'000);
+    } else if (opt == "--retry-delay-ms") {
+      a.retry_delay = milliseconds{number(opt, value, 0, big)};
+    } else if (opt == "--seed") {
+      a.seed = number<std::uint64_t>(opt, value, 0, UINT64_MAX);
+    } else if (opt == "--keep-records") {
+      a.keep_records = value;
+    } else if (opt == "--external-ports") {
+      for (std::string_view list = value; !list.empty();) {
+        const auto comma = list.find(',');
+        a.external_ports.push_back(number(opt, list.substr(0, comma), 1, 65535));
+        list = comma == std::string_view::npos ? std::string_view() : list.substr(comma + 1);
+      }
+    } else if (opt == "--fault-command") {
+      a.fault_command = value;
+    } else if (opt == "--process") {
+      a.process = number(opt, value, 0, 1000);
+    } else if (opt == "--parent") {
+      a.parent = number<pid_t>(opt, value, 1, INT32_MAX);
+    } else if (opt == "--endpoints") {
+      a.endpoints = parse_endpoints(value);
+    } else if (opt == "--key-prefix") {
+      a.key_prefix = value;
+    } else if (opt == "--until-ns") {
+      a.until_ns = number<std::int64_t>(opt, value, 0, INT64_MAX);
+    } else if (opt == "--out") {
+      a.out = value;
+    } else {
+      usage_error("unknown option " + std::string(opt));
+    }
+  }
+  if (!a.worker && !a.mode) usage_error("--mode is required");
+  if (!a.external_ports.empty()) {
+    if (a.fault_command.empty()) usage_error("--external-ports needs --fault-command");
+    a.masters = static_cast<int>(a.external_ports.size());
+  }
+  return a;
+}
+
+int worker_main(const Args& a) {
+  // Die with the parent, so that a parent killed mid-run leaves no worker behind;
+  // a parent that died before this line is caught by the getppid() check.
+  ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (::getppid() != a.parent) return 2;
+  WorkerConfig config;
+  config.process = a.process;
+  config.masters = a.endpoints;
+  config.threads = a.threads;
+  config.resources = a.resources;
+  config.ttl = a.ttl;
+  config.quarantine = a.quarantine;
+  config.retry_count = a.retry_count;
+  config.retry_delay = a.retry_delay;
+  config.key_prefix = a.key_prefix;
+  config.until = from_ns(a.until_ns);
+  config.out_path = a.out;
+  return run_worker(config);
+}
+
+/// A worker process the parent started.
+struct Worker {
+  pid_t pid = -1;
+  std::string out;
+  bool running = true;
+  bool failed = false;
+};
+
+std::string self_path() {
+  return fs::read_symlink("/proc/self/exe").string();
+}
+
+pid_t spawn(const std::string& path, const std::vector<std::string>& args) {
+  std::vector<char*> argv;
+  for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  // Not the servers' inspection sockets (hiredis opens them without CLOEXEC).
+  posix_spawn_file_actions_addclosefrom_np(&actions, 3);
+  pid_t pid = -1;
+  const int rc = posix_spawn(&pid, path.c_str(), &actions, nullptr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  if (rc != 0) throw std::runtime_error(std::string("posix_spawn: ") + std::strerror(rc));
+  return pid;
+}
+
+std::string join_endpoints(const std::vector<Endpoint>& endpoints) {
+  std::string text;
+  for (const auto& e : endpoints) text += (text.empty() ? "" : ",") + e.to_string();
+  return text;
+}
+
+// Sleeps until `t` in short steps, so that Ctrl-C is noticed; false if interrupted.
+bool sleep_until(Clock::time_point t) {
+  while (interrupted == 0) {
+    const auto now = Clock::now();
+    if (now >= t) return true;
+    std::this_thread::sleep_for(std::min<Clock::duration>(t - now, 20ms));
+  }
+  return false;
+}
+
+/// Reaps every worker by pid; kills the ones still running at `kill_at` (or
+/// at once when interrupted) and reaps them too.
+void wait_for_workers(std::vector<Worker>& workers, Clock::time_point kill_at) {
+  for (;;) {
+    bool any = false;
+    for (Worker& w : workers) {
+      if (!w.running) continue;
+      int status = 0;
+      const pid_t r = ::waitpid(w.pid, &status, WNOHANG);
+      if (r == w.pid || (r < 0 && errno == ECHILD)) {
+        w.running = false;
+        w.failed = r < 0 || !WIFEXITED(status) || WEXITSTATUS(status) != 0;
+        if (w.failed)
+          std::fprintf(stderr, "redlock-chaos: worker pid %d failed (status %d)\n", w.pid, status);
+        continue;
+      }
+      any = true;
+      if (Clock::now() >= kill_at || interrupted != 0) {
+        std::fprintf(stderr, "redlock-chaos: worker pid %d still running %s; killing it\n", w.pid,
+                     interrupted != 0 ? "after an interrupt" : "past its deadline");
+        ::kill(w.pid, SIGKILL);
+        ::waitpid(w.pid, &status, 0);
+        w.running = false;
+        w.failed = true;
+      }
+    }
+    if (!any) return;
+    std::this_thread::sleep_for(10ms);
+  }
+}
+
+std::vector<Record> read_records(const std::string& path, std::size_t& malformed) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream text;
+  text << in.rdbuf();
+  const std::string all = text.str();
+  std::vector<Record> records;
+  std::size_t begin = 0;
+  // Only whole lines: a worker killed mid-write leaves a partial last one.
+  for (std::size_t nl; (nl = all.find('\n', begin)) != std::string::npos; begin = nl + 1) {
+    Record r;
+    if (parse(all.substr(begin, nl + 1 - begin), r)) {
+      records.push_back(r);
+    } else {
+      ++malformed;
+    }
+  }
+  return records;
+}
+
+int parent_main(const Args& a) {
+  const Mode mode = *a.mode;
+  if (a.quarantine.count() > 0 && a.ttl > a.quarantine) {
+    usage_error(
+        "--ttl-ms must not exceed --quarantine-ms (the library refuses it: a restarted master could "
+        "otherwise vote while a lock it forgot is still valid)");
+  }
+  // Faults stop this long before the end, so that the report can say how soon
+  // the cluster served locks again: a quarantined master needs its quarantine
+  // (counted in INFO's whole seconds, plus one) and a reconnect.
+  const milliseconds settle =
+      2s + (a.quarantine.count() > 0
+                ? milliseconds{std::chrono::ceil<std::chrono::seconds>(a.quarantine + 1s)}
+                : 0s);
+  const milliseconds fault_lead = 500ms;
+  if (mode != Mode::none && a.seconds < settle + fault_lead + 1s) {
+    usage_error("--seconds must be at least " +
+                std::to_string(std::chrono::ceil<std::chrono::seconds>(settle + fault_lead + 1s).count()) +
+                " for this mode and quarantine");
+  }
+  const std::uint64_t seed = a.seed ? *a.seed : std::random_device{}();
+
+  struct sigaction sa {};
+  sa.sa_handler = on_signal;
+  sigemptyset(&sa.sa_mask);
+  ::sigaction(SIGINT, &sa, nullptr);
+  ::sigaction(SIGTERM, &sa, nullptr);
+
+  std::string dir = (fs::temp_directory_path() / "redlock-chaos-XXXXXX").string();
+  if (::mkdtemp(dir.data()) == nullptr) {
+    std::perror("redlock-chaos: mkdtemp");
+    return 2;
+  }
+  struct RemoveDir {
+    std::string path;
+    ~RemoveDir() {
+      std::error_code ec;
+      fs::remove_all(path, ec);
+    }
+  } remove_dir{dir};
+
+  // Masters are built here, on the main thread, and faulted from it: a
+  // redis-server dies with the thread that started it (PR_SET_PDEATHSIG).
+  std::optional<Masters> masters_storage;
+  if (a.external_ports.empty()) {
+    masters_storage.emplace(a.masters, needs_proxies(mode));
+  } else {
+    masters_storage.emplace(a.external_ports, a.fault_command, needs_proxies(mode));
+  }
+  Masters& masters = *masters_storage;
+
+  // With a quarantine a fresh cluster votes only once its servers have been up
+  // that long (whole seconds in INFO, plus one); start the clock after that.
+  if (a.quarantine.count() > 0 &&
+      !sleep_until(masters.started() + std::chrono::ceil<std::chrono::seconds>(a.quarantine + 1s) + 100ms)) {
+    std::printf("result: ERROR: interrupted\n");
+    return 2;
+  }
+
+  RunInfo run;
+  run.mode = mode;
+  run.seconds = a.seconds;
+  run.masters = a.masters;
+  run.processes = a.processes;
+  run.threads = a.threads;
+  run.resources = a.resources;
+  run.ttl = a.ttl;
+  run.quarantine = a.quarantine;
+  run.seed = seed;
+  run.start = Clock::now();
+  const Clock::time_point until = run.start + a.seconds;
+
+  const std::string self = self_path();
+  std::vector<Worker> workers;
+  std::string error;
+  try {
+    for (int p = 0; p < a.processes; ++p) {
+      Worker w;
+      w.out = dir + "/worker-" + std::to_string(p) + ".records";
+      w.pid = spawn(self, {self,
+                           "--worker",
+                           "--process",
+                           std::to_string(p),
+                           "--parent",
+                           std::to_string(::getpid()),
+                           "--endpoints",
+                           join_endpoints(masters.endpoints()),
+                           "--threads",
+                           std::to_string(a.threads),
+                           "--resources",
+                           std::to_string(a.resources),
+                           "--ttl-ms",
+                           std::to_string(a.ttl.count()),
+                           "--quarantine-ms",
+                           std::to_string(a.quarantine.count()),
+                           "--retry-count",
+                           std::to_string(a.retry_count),
+                           "--retry-delay-ms",
+                           std::to_string(a.retry_delay.count()),
+                           "--key-prefix",
+                           "chaos-" + std::to_string(::getpid()) + ":",
+                           "--until-ns",
+                           std::to_string(to_ns(until)),
+                           "--out",
+                           w.out});
+      workers.push_back(w);
+    }
+  } catch (const std::exception& e) {
+    error = e.what();
+  }
+
+  ScheduleConfig sc;
+  sc.mode = mode;
+  sc.ttl = a.ttl;
+  sc.quarantine = a.quarantine;
+  sc.command_timeout = Options{}.command_timeout;
+  sc.begin = run.start + fault_lead;
+  sc.end = until - settle;
+  sc.seed = seed;
+  FaultSchedule schedule(masters, sc);
+  if (error.empty()) {
+    try {
+      schedule.run(interrupted);
+    } catch (const std::exception& e) {
+      error = std::string("fault schedule: ") + e.what();
+    }
+  }
+
+  // The longest a worker can legitimately take after `until`: one lock() call
+  // with all its retries (each attempt bounded by the command timeout), one
+  // hold, one unlock.
+  WorkerConfig described;
+  described.retry_count = a.retry_count;
+  described.retry_delay = a.retry_delay;
+  const Options options = worker_options(described);
+  const auto longest_call = (options.retry_count + 1) * (options.command_timeout + 20ms) +
+                            options.retry_count * (options.retry_delay + options.retry_jitter);
+  wait_for_workers(workers, error.empty() ? until + longest_call + 2 * a.ttl + 5s : Clock::now());
+  for (const Worker& w : workers) run.workers_failed += w.failed ? 1 : 0;
+
+  std::vector<Record> records;
+  std::size_t malformed = 0;
+  for (const Worker& w : workers) {
+    auto mine = read_records(w.out, malformed);
+    records.insert(records.end(), mine.begin(), mine.end());
+  }
+  if (!a.keep_records.empty()) {
+    std::error_code ec;
+    fs::create_directories(a.keep_records, ec);
+    for (const Worker& w : workers) {
+      fs::copy_file(w.out, fs::path(a.keep_records) / fs::path(w.out).filename(),
+                    fs::copy_options::overwrite_existing, ec);
+    }
+  }
+
+  const Summary summary = summarize(records, schedule);
+  print_text(stdout, run, summary, schedule, a.list_faults);
+  if (malformed > 0) std::printf("malformed record lines: %zu\n", malformed);
+
+  int status = 0;
+  std::string verdict;
+  if (!error.empty()) {
+    status = 2;
+    verdict = "ERROR: " + error;
+  } else if (interrupted != 0) {
+    status = 2;
+    verdict = "ERROR: interrupted";
+  } else if (a.expect_overlap) {
+    status = summary.overlaps > 0 ? 0 : 1;
+    verdict =
+        summary.overlaps > 0
+            ? "PASS (negative control): the checker caught " + std::to_string(summary.overlaps) + " overlaps"
+            : "FAIL (negative control): no overlap found, so this run shows the checker could miss one";
+  } else if (summary.overlaps > 0) {
+    status = 1;
+    verdict = "FAIL: " + std::to_string(summary.overlaps) + " overlapping critical sections";
+    if (mode == Mode::restart && a.quarantine.count() == 0) {
+      verdict += " (expected: empty restarts are safe only with --quarantine-ms)";
+    }
+  } else if (run.workers_failed > 0) {
+    status = 2;
+    verdict = "ERROR: " + std::to_string(run.workers_failed) + " workers failed";
+  } else if (summary.acquisitions == 0) {
+    status = 2;
+    verdict = "ERROR: no lock was ever acquired, so the run proves nothing";
+  } else {
+    verdict = "PASS: no overlap";
+  }
+  if (status == 0 && run.workers_failed > 0) {
+    status = 2;
+    verdict += "; but " + std::to_string(run.workers_failed) + " workers failed";
+  }
+  std::printf("result: %s\n", verdict.c_str());
+  std::printf("%s\n", json_line(run, summary, schedule).c_str());
+  std::fflush(stdout);
+  return status;
+}
+
+}  // namespace
+}  // namespace redlock::chaos
+
+int main(int argc, char** argv) {
+  using namespace redlock::chaos;
+  // Writes to a master that just died must fail with EPIPE, not kill us.
+  std::signal(SIGPIPE, SIG_IGN);
+  const Args args = parse_args(argc, argv);
+  try {
+    return args.worker ? worker_main(args) : parent_main(args);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "redlock-chaos: %s\n", e.what());
+    return 2;
+  }
+}

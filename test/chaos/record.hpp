@@ -1,0 +1,72 @@
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <string>
+
+namespace redlock::chaos {
+
+using Clock = std::chrono::steady_clock;
+
+// steady_clock is CLOCK_MONOTONIC on Linux, one clock for the whole host, so a
+// time point written by one process means the same instant in another. Time
+// points cross process boundaries (command line, record files) as integer
+// nanoseconds since that clock's epoch.
+inline std::int64_t to_ns(Clock::time_point t) {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count();
+}
+inline Clock::time_point from_ns(std::int64_t ns) {
+  return Clock::time_point(std::chrono::duration_cast<Clock::duration>(std::chrono::nanoseconds{ns}));
+}
+
+/// One lock() call by one worker thread, as that thread saw it.
+struct Record {
+  int process = 0;
+  int thread = 0;
+  int resource = 0;
+  Clock::time_point called{};    // lock() was called
+  Clock::time_point returned{};  // lock() returned: the critical section starts here
+  /// 0 when acquired; a redlock::errc value; -1 for an error of another category.
+  int error = 0;
+  // Acquired only.
+  Clock::time_point left{};         // the holder left the critical section (before unlock)
+  Clock::time_point valid_until{};  // Lock::valid_until
+  Clock::time_point unlocked{};     // unlock() returned
+  int unlock_error = 0;             // as `error`, for that unlock()
+
+  bool acquired() const { return error == 0; }
+  /// Left after valid_until: exclusion was no longer promised at the end.
+  bool overran() const { return acquired() && left > valid_until; }
+  /// The part of the critical section during which the lock was still valid.
+  Clock::time_point valid_end() const { return left < valid_until ? left : valid_until; }
+};
+
+/// One line of text, newline included; parse() reads it back.
+inline std::string format(const Record& r) {
+  char line[256];
+  std::snprintf(line, sizeof line, "%d %d %d %lld %lld %d %lld %lld %lld %d\n", r.process, r.thread,
+                r.resource, static_cast<long long>(to_ns(r.called)),
+                static_cast<long long>(to_ns(r.returned)), r.error, static_cast<long long>(to_ns(r.left)),
+                static_cast<long long>(to_ns(r.valid_until)), static_cast<long long>(to_ns(r.unlocked)),
+                r.unlock_error);
+  return line;
+}
+
+/// False for a line that is not a whole record (a worker killed mid-write).
+inline bool parse(const std::string& line, Record& r) {
+  long long called = 0, returned = 0, left = 0, valid_until = 0, unlocked = 0;
+  char end = 0;
+  const int n = std::sscanf(line.c_str(), "%d %d %d %lld %lld %d %lld %lld %lld %d%c", &r.process, &r.thread,
+                            &r.resource, &called, &returned, &r.error, &left, &valid_until, &unlocked,
+                            &r.unlock_error, &end);
+  if (n != 11 || end != '\n') return false;
+  r.called = from_ns(called);
+  r.returned = from_ns(returned);
+  r.left = from_ns(left);
+  r.valid_until = from_ns(valid_until);
+  r.unlocked = from_ns(unlocked);
+  return true;
+}
+
+}  // namespace redlock::chaos

@@ -1,0 +1,256 @@
+#include "report.hpp"
+
+#include <redlock/error.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <sstream>
+
+namespace redlock::chaos {
+namespace {
+
+using std::chrono::duration_cast;
+using std::chrono::microseconds;
+using std::chrono::milliseconds;
+
+constexpr std::size_t max_examples = 5;
+
+// Every errc by name, so that the JSON always has the same keys.
+constexpr std::pair<errc, const char*> errc_names[] = {
+    {errc::not_acquired, "not_acquired"},
+    {errc::unavailable, "unavailable"},
+    {errc::timeout, "timeout"},
+    {errc::not_held, "not_held"},
+    {errc::invalid_argument, "invalid_argument"},
+    {errc::closed, "closed"},
+};
+
+std::string error_name(int code) {
+  for (const auto& [e, text] : errc_names) {
+    if (static_cast<int>(e) == code) return text;
+  }
+  return "other";
+}
+
+std::map<std::string, std::size_t> zeroed_errors() {
+  std::map<std::string, std::size_t> m;
+  for (const auto& [e, text] : errc_names) m[text] = 0;
+  m["other"] = 0;
+  return m;
+}
+
+microseconds percentile(const std::vector<microseconds>& sorted, double p) {
+  // Nearest rank.
+  const auto rank = static_cast<std::size_t>(std::ceil(p * static_cast<double>(sorted.size())));
+  return sorted[std::min(sorted.size() - 1, rank == 0 ? 0 : rank - 1)];
+}
+
+double seconds_since(Clock::time_point start, Clock::time_point t) {
+  return std::chrono::duration<double>(t - start).count();
+}
+
+std::string describe(const Record& r, Clock::time_point start) {
+  char text[160];
+  std::snprintf(text, sizeof text, "p%d/t%d in +%.3f s, out +%.3f s, valid until +%.3f s", r.process,
+                r.thread, seconds_since(start, r.returned), seconds_since(start, r.left),
+                seconds_since(start, r.valid_until));
+  return text;
+}
+
+std::string targets_text(const std::vector<int>& targets) {
+  std::string text = "{";
+  for (std::size_t i = 0; i < targets.size(); ++i) text += (i != 0 ? "," : "") + std::to_string(targets[i]);
+  return text + "}";
+}
+
+std::string fault_text(const FaultEvent& e, Clock::time_point start) {
+  char text[160];
+  std::snprintf(text, sizeof text, "%s%s +%.3f..+%.3f s", name(e.kind), targets_text(e.targets).c_str(),
+                seconds_since(start, e.begin), seconds_since(start, e.end));
+  std::string s = text;
+  if (e.kind == FaultKind::latency) s += " (" + std::to_string(e.delay.count()) + " ms)";
+  return s;
+}
+
+std::string map_text(const std::map<std::string, std::size_t>& m) {
+  std::string text;
+  for (const auto& [key, count] : m) {
+    if (count == 0) continue;
+    text += (text.empty() ? "" : ", ") + key + " " + std::to_string(count);
+  }
+  return text.empty() ? "none" : text;
+}
+
+std::string map_json(const std::map<std::string, std::size_t>& m) {
+  std::string text = "{";
+  bool first = true;
+  for (const auto& [key, count] : m) {
+    text += (first ? "\"" : ",\"") + key + "\":" + std::to_string(count);
+    first = false;
+  }
+  return text + "}";
+}
+
+}  // namespace
+
+Summary summarize(const std::vector<Record>& records, const FaultSchedule& schedule) {
+  Summary s;
+  s.errors = zeroed_errors();
+  s.unlock_errors = zeroed_errors();
+  std::vector<microseconds> latencies;
+  std::vector<microseconds> unlock_latencies;
+  std::map<int, std::vector<const Record*>> held;  // by resource
+  const Clock::time_point healed = schedule.healed();
+
+  for (const Record& r : records) {
+    ++s.calls;
+    const bool healthy = schedule.majority_healthy(r.called, r.returned);
+    s.healthy_calls += healthy ? 1 : 0;
+    if (!r.acquired()) {
+      ++s.errors[error_name(r.error)];
+      continue;
+    }
+    ++s.acquisitions;
+    s.healthy_acquisitions += healthy ? 1 : 0;
+    latencies.push_back(duration_cast<microseconds>(r.returned - r.called));
+    unlock_latencies.push_back(duration_cast<microseconds>(r.unlocked - r.left));
+    if (r.unlock_error != 0) ++s.unlock_errors[error_name(r.unlock_error)];
+    if (r.overran()) ++s.overruns;
+    if (r.returned >= r.valid_until) ++s.expired_on_return;
+    held[r.resource].push_back(&r);
+    if (r.returned >= healed) {
+      const auto after = duration_cast<milliseconds>(r.returned - healed);
+      if (!s.first_success_after_faults || after < *s.first_success_after_faults)
+        s.first_success_after_faults = after;
+    }
+  }
+
+  if (!latencies.empty()) {
+    std::sort(latencies.begin(), latencies.end());
+    s.p50_acquire = percentile(latencies, 0.50);
+    s.p99_acquire = percentile(latencies, 0.99);
+    std::sort(unlock_latencies.begin(), unlock_latencies.end());
+    s.p50_unlock = percentile(unlock_latencies, 0.50);
+    s.p99_unlock = percentile(unlock_latencies, 0.99);
+    s.max_unlock = unlock_latencies.back();
+  }
+
+  // Only the part of each critical section inside its validity counts: past
+  // valid_until the algorithm promises nothing (that is an overrun).
+  for (auto& [resource, sections] : held) {
+    std::sort(sections.begin(), sections.end(),
+              [](const Record* a, const Record* b) { return a->returned < b->returned; });
+    for (std::size_t i = 0; i < sections.size(); ++i) {
+      const Record& a = *sections[i];
+      for (std::size_t j = i + 1; j < sections.size() && sections[j]->returned < a.valid_end(); ++j) {
+        const Record& b = *sections[j];
+        const auto length = std::min(a.valid_end(), b.valid_end()) - b.returned;
+        if (length <= Clock::duration::zero()) continue;
+        ++s.overlaps;
+        s.longest_overlap = std::max(s.longest_overlap, length);
+        if (s.examples.size() < max_examples) s.examples.push_back({a, b, length});
+      }
+    }
+  }
+  return s;
+}
+
+void print_text(std::FILE* out, const RunInfo& run, const Summary& s, const FaultSchedule& schedule,
+                bool list_faults) {
+  std::fprintf(
+      out,
+      "redlock-chaos: mode %s, %lld s, %d masters, %d processes x %d threads, %d resources, ttl %lld ms, "
+      "quarantine %lld ms, seed %llu\n",
+      name(run.mode), static_cast<long long>(run.seconds.count()), run.masters, run.processes, run.threads,
+      run.resources, static_cast<long long>(run.ttl.count()), static_cast<long long>(run.quarantine.count()),
+      static_cast<unsigned long long>(run.seed));
+
+  std::map<std::string, std::size_t> kinds;
+  for (const FaultEvent& e : schedule.events()) ++kinds[name(e.kind)];
+  std::fprintf(out, "faults: %zu (%s), all healed at +%.3f s\n", schedule.events().size(),
+               map_text(kinds).c_str(), seconds_since(run.start, schedule.healed()));
+  if (list_faults) {
+    for (const FaultEvent& e : schedule.events())
+      std::fprintf(out, "  fault %s\n", fault_text(e, run.start).c_str());
+  }
+  std::fprintf(out, "lock() calls: %zu, acquisitions: %zu, errors: %s\n", s.calls, s.acquisitions,
+               map_text(s.errors).c_str());
+  std::fprintf(out, "unlock() errors: %s\n", map_text(s.unlock_errors).c_str());
+  if (s.p50_acquire) {
+    std::fprintf(out,
+                 "acquire latency (successful lock() calls, retries included): p50 %.3f ms, p99 %.3f ms\n",
+                 static_cast<double>(s.p50_acquire->count()) / 1000.0,
+                 static_cast<double>(s.p99_acquire->count()) / 1000.0);
+    std::fprintf(out, "unlock latency (one round, no contention): p50 %.3f ms, p99 %.3f ms, max %.3f ms\n",
+                 static_cast<double>(s.p50_unlock->count()) / 1000.0,
+                 static_cast<double>(s.p99_unlock->count()) / 1000.0,
+                 static_cast<double>(s.max_unlock->count()) / 1000.0);
+  }
+  if (s.healthy_calls > 0) {
+    std::fprintf(out, "success rate while a majority was healthy: %.1f%% of %zu lock() calls\n",
+                 100.0 * static_cast<double>(s.healthy_acquisitions) / static_cast<double>(s.healthy_calls),
+                 s.healthy_calls);
+  }
+  if (s.first_success_after_faults) {
+    std::fprintf(out, "first acquisition after the faults stopped: %lld ms\n",
+                 static_cast<long long>(s.first_success_after_faults->count()));
+  } else {
+    std::fprintf(out, "first acquisition after the faults stopped: none\n");
+  }
+  std::fprintf(out, "overruns (left the critical section after valid_until): %zu\n", s.overruns);
+  if (s.expired_on_return > 0) {
+    std::fprintf(out, "locks already expired when lock() returned: %zu (DESIGN: never returned)\n",
+                 s.expired_on_return);
+  }
+  std::fprintf(out, "overlapping critical sections (both within validity): %zu", s.overlaps);
+  if (s.overlaps > 0) {
+    std::fprintf(out, ", longest %.3f ms",
+                 std::chrono::duration<double, std::milli>(s.longest_overlap).count());
+  }
+  std::fprintf(out, "\n");
+  for (const Overlap& o : s.examples) {
+    std::fprintf(out, "  resource-%d, %.3f ms: %s / %s\n", o.first.resource,
+                 std::chrono::duration<double, std::milli>(o.length).count(),
+                 describe(o.first, run.start).c_str(), describe(o.second, run.start).c_str());
+    // The faults that could explain it: those that happened between the first
+    // holder's lock() call and the second holder's acquisition.
+    for (const FaultEvent& e : schedule.events()) {
+      if (e.begin <= o.second.returned && e.end >= o.first.called) {
+        std::fprintf(out, "    fault nearby: %s\n", fault_text(e, run.start).c_str());
+      }
+    }
+  }
+}
+
+std::string json_line(const RunInfo& run, const Summary& s, const FaultSchedule& schedule) {
+  std::ostringstream j;
+  auto optional_number = [](const auto& value) {
+    return value ? std::to_string(value->count()) : std::string("null");
+  };
+  j << "{\"mode\":\"" << name(run.mode) << "\",\"seconds\":" << run.seconds.count()
+    << ",\"masters\":" << run.masters << ",\"processes\":" << run.processes << ",\"threads\":" << run.threads
+    << ",\"resources\":" << run.resources << ",\"ttl_ms\":" << run.ttl.count()
+    << ",\"quarantine_ms\":" << run.quarantine.count() << ",\"seed\":" << run.seed
+    << ",\"faults\":" << schedule.events().size() << ",\"calls\":" << s.calls
+    << ",\"acquisitions\":" << s.acquisitions << ",\"errors\":" << map_json(s.errors)
+    << ",\"unlock_errors\":" << map_json(s.unlock_errors) << ",\"overruns\":" << s.overruns
+    << ",\"expired_on_return\":" << s.expired_on_return << ",\"overlaps\":" << s.overlaps
+    << ",\"p50_acquire_us\":" << optional_number(s.p50_acquire)
+    << ",\"p99_acquire_us\":" << optional_number(s.p99_acquire)
+    << ",\"p50_unlock_us\":" << optional_number(s.p50_unlock)
+    << ",\"p99_unlock_us\":" << optional_number(s.p99_unlock)
+    << ",\"max_unlock_us\":" << optional_number(s.max_unlock) << ",\"success_rate_healthy\":";
+  if (s.healthy_calls > 0) {
+    char rate[32];
+    std::snprintf(rate, sizeof rate, "%.4f",
+                  static_cast<double>(s.healthy_acquisitions) / static_cast<double>(s.healthy_calls));
+    j << rate;
+  } else {
+    j << "null";
+  }
+  j << ",\"first_success_after_faults_ms\":" << optional_number(s.first_success_after_faults)
+    << ",\"workers_failed\":" << run.workers_failed << "}";
+  return j.str();
+}
+
+}  // namespace redlock::chaos

@@ -1,0 +1,69 @@
+#pragma once
+
+#include "record.hpp"
+#include "schedule.hpp"
+
+#include <chrono>
+#include <cstddef>
+#include <cstdio>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace redlock::chaos {
+
+/// The run's parameters, for the report.
+struct RunInfo {
+  Mode mode = Mode::none;
+  std::chrono::seconds seconds{0};
+  int masters = 0;
+  int processes = 0;
+  int threads = 0;
+  int resources = 0;
+  std::chrono::milliseconds ttl{0};
+  std::chrono::milliseconds quarantine{0};
+  std::uint64_t seed = 0;
+  Clock::time_point start{};  // workers started; times in the report are relative to it
+  int workers_failed = 0;     // exited non-zero, or killed past their deadline
+};
+
+/// Two critical sections on one resource that were both inside their
+/// validity at the same time.
+struct Overlap {
+  Record first;  // the one that started first
+  Record second;
+  Clock::duration length{};
+};
+
+struct Summary {
+  std::size_t calls = 0;
+  std::size_t acquisitions = 0;
+  std::map<std::string, std::size_t> errors;         // lock() failures by errc name
+  std::map<std::string, std::size_t> unlock_errors;  // unlock() failures by errc name
+  std::size_t overruns = 0;
+  std::size_t expired_on_return = 0;  // lock() handed out a lock whose valid_until had passed
+  std::size_t overlaps = 0;
+  Clock::duration longest_overlap{};
+  std::vector<Overlap> examples;  // the first few, for the text report
+  std::optional<std::chrono::microseconds> p50_acquire;
+  std::optional<std::chrono::microseconds> p99_acquire;
+  // unlock() is one round with no contention: the algorithm's own latency.
+  std::optional<std::chrono::microseconds> p50_unlock;
+  std::optional<std::chrono::microseconds> p99_unlock;
+  std::optional<std::chrono::microseconds> max_unlock;
+  std::size_t healthy_calls = 0;  // lock() calls made entirely while a majority was healthy
+  std::size_t healthy_acquisitions = 0;
+  std::optional<std::chrono::milliseconds> first_success_after_faults;
+};
+
+/// Merges every worker's records and checks them.
+Summary summarize(const std::vector<Record>& records, const FaultSchedule& schedule);
+
+/// The human-readable lines.
+void print_text(std::FILE* out, const RunInfo& run, const Summary& summary, const FaultSchedule& schedule,
+                bool list_faults);
+/// One JSON object on one line, for scripts.
+std::string json_line(const RunInfo& run, const Summary& summary, const FaultSchedule& schedule);
+
+}  // namespace redlock::chaos

@@ -1,0 +1,143 @@
+#pragma once
+
+#include "record.hpp"
+#include "support/cluster.hpp"
+#include "support/fault_proxy.hpp"
+
+#include <redlock/options.hpp>
+
+#include <chrono>
+#include <csignal>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <random>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace redlock::chaos {
+
+/// What the fault schedule does to the masters (see FaultSchedule).
+enum class Mode { none, stop, kill, restart, latency, blackhole, reply_drop, mixed };
+
+std::optional<Mode> parse_mode(std::string_view text);
+const char* name(Mode mode);
+/// Modes that act on the network need a FaultProxy in front of every master.
+bool needs_proxies(Mode mode);
+
+enum class FaultKind { stop, kill, restart, latency, blackhole, reply_drop, error_reply, reset };
+const char* name(FaultKind kind);
+
+/// One fault as it happened: which masters, from when to when. A restart is
+/// instantaneous from the schedule's point of view: `end` is when the last
+/// target answered PING again.
+struct FaultEvent {
+  FaultKind kind = FaultKind::stop;
+  std::vector<int> targets;  // indexes into Masters
+  Clock::time_point begin{};
+  Clock::time_point end{};
+  std::chrono::milliseconds delay{0};  // FaultKind::latency only
+};
+
+/// The masters under test: N independent redis-servers on 127.0.0.1, each
+/// behind a FaultProxy when asked. Either started here (local), or already
+/// running elsewhere (external: docker compose) and faulted by an external
+/// command. Same threading rule as test::RedisServer: build, fault and destroy
+/// it on the thread that outlives the servers (main).
+class Masters {
+ public:
+  /// Starts `n` local redis-servers.
+  Masters(int n, bool proxies);
+  /// Uses the servers on 127.0.0.1:`ports`; each fault runs
+  /// `fault_command ACTION I...` with 1-based master numbers, ACTION one of
+  /// pause, resume, kill, start (empty, and answering PING when it returns),
+  /// restart (kill, then start).
+  Masters(std::vector<int> ports, std::string fault_command, bool proxies);
+
+  int size() const { return static_cast<int>(ports_.size()); }
+  /// SIGSTOP, returns once stopped.
+  void pause(const std::vector<int>& targets);
+  void resume(const std::vector<int>& targets);
+  /// SIGKILL.
+  void kill(const std::vector<int>& targets);
+  /// Starts killed masters again, empty; returns once they answer PING.
+  void start(const std::vector<int>& targets);
+  /// kill() and start() in one burst.
+  void restart(const std::vector<int>& targets);
+  /// nullptr without proxies.
+  test::FaultProxy* proxy(int i) {
+    return proxies_.empty() ? nullptr : proxies_[static_cast<std::size_t>(i)].get();
+  }
+  /// What clients connect to: the proxies when there are any.
+  const std::vector<Endpoint>& endpoints() const { return endpoints_; }
+  /// When the masters were all up (local), or when this object was made (external).
+  Clock::time_point started() const { return started_; }
+
+ private:
+  void run_fault_command(const char* action, const std::vector<int>& targets);
+  void add_proxies_and_endpoints(bool proxies);
+
+  // proxies_ is declared after cluster_, so the proxies close before the
+  // servers they forward to are killed.
+  std::optional<test::Cluster> cluster_;  // local only
+  std::vector<int> ports_;
+  std::string fault_command_;  // external only
+  std::vector<std::unique_ptr<test::FaultProxy>> proxies_;
+  std::vector<Endpoint> endpoints_;
+  Clock::time_point started_;
+};
+
+struct ScheduleConfig {
+  Mode mode = Mode::none;
+  std::chrono::milliseconds ttl{400};
+  std::chrono::milliseconds quarantine{0};
+  std::chrono::milliseconds command_timeout{50};
+  Clock::time_point begin{};  // first fault no earlier than this
+  Clock::time_point end{};    // no fault starts after this; all are healed right after
+  std::uint64_t seed = 0;
+};
+
+/// Runs the faults of one mode, on the calling thread, and remembers what it
+/// did so that the report can tell when a majority of masters was healthy.
+class FaultSchedule {
+ public:
+  FaultSchedule(Masters& masters, ScheduleConfig config);
+
+  /// Returns once every fault is healed: at config.end, or soon after
+  /// `interrupted` becomes non-zero. Throws what the servers or proxies throw.
+  void run(const volatile std::sig_atomic_t& interrupted);
+
+  const std::vector<FaultEvent>& events() const { return events_; }
+  /// When the last fault was healed (config.end when there were none).
+  Clock::time_point healed() const { return healed_; }
+  /// A majority of masters stayed healthy during all of [from, to]. A master
+  /// is unhealthy during a fault and for a while after it (recovery()).
+  bool majority_healthy(Clock::time_point from, Clock::time_point to) const;
+  /// How long after a fault on a master the library may reasonably need
+  /// before that master votes again.
+  std::chrono::milliseconds recovery(const FaultEvent& event) const;
+
+ private:
+  struct Active {
+    std::size_t event;          // index into events_
+    Clock::time_point heal_at;  // time_point::max() for faults that need no healing
+  };
+
+  FaultKind pick_kind();
+  std::vector<int> pick_targets(FaultKind kind, const std::vector<int>& free);
+  void start(FaultKind kind, std::vector<int> targets);
+  void heal(Active& active);
+  bool counts_as_unhealthy(const FaultEvent& event) const;
+  std::chrono::milliseconds min_kill_downtime() const;
+  std::chrono::milliseconds uniform(std::chrono::milliseconds low, std::chrono::milliseconds high);
+
+  Masters& masters_;
+  ScheduleConfig config_;
+  std::mt19937_64 rng_;
+  std::vector<FaultEvent> events_;
+  std::vector<Active> active_;
+  Clock::time_point healed_{};
+};
+
+}  // namespace redlock::chaos

@@ -1,0 +1,123 @@
+#include "worker.hpp"
+
+#include <redlock/redlock.hpp>
+
+#include <cstdio>
+#include <exception>
+#include <mutex>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace redlock::chaos {
+namespace {
+
+// A bound besides the deadline, so that a lock() that fails at once (a bad
+// option, a closed client) cannot spin a thread for the whole run.
+constexpr int max_iterations_per_thread = 200'000;
+
+int code_of(std::error_code ec) {
+  if (!ec) return 0;
+  if (ec.category() == redlock::category()) return ec.value();
+  return -1;
+}
+
+/// The worker's record file, shared by its threads.
+class RecordFile {
+ public:
+  explicit RecordFile(const std::string& path) : file_(std::fopen(path.c_str(), "w")) {}
+  ~RecordFile() {
+    if (file_ != nullptr) std::fclose(file_);
+  }
+  RecordFile(const RecordFile&) = delete;
+  RecordFile& operator=(const RecordFile&) = delete;
+
+  bool is_open() const { return file_ != nullptr; }
+
+  // Flushed per record: a worker killed past its deadline still leaves behind
+  // everything it finished, so the parent can check it.
+  void write(const Record& r) {
+    const std::string line = format(r);
+    std::lock_guard<std::mutex> lock(mutex_);
+    std::fwrite(line.data(), 1, line.size(), file_);
+    std::fflush(file_);
+  }
+
+ private:
+  std::mutex mutex_;
+  std::FILE* file_;
+};
+
+void contend(Redlock& redlock, const WorkerConfig& config, int thread, RecordFile& out) {
+  std::mt19937_64 rng(std::random_device{}());
+  std::uniform_int_distribution<int> pick_resource(0, config.resources - 1);
+  // Holders keep the lock for a good part of its validity: that is when a
+  // broken lock lets a second holder in while the first is still inside.
+  std::uniform_real_distribution<double> hold_fraction(0.3, 0.7);
+  // A pause after unlock, so the thread that just left does not win every race.
+  std::uniform_int_distribution<long long> think_us(
+      0, 1000 * static_cast<long long>(config.retry_delay.count()));
+
+  for (int i = 0; i < max_iterations_per_thread && Clock::now() < config.until; ++i) {
+    Record r;
+    r.process = config.process;
+    r.thread = thread;
+    r.resource = pick_resource(rng);
+    r.called = Clock::now();
+    Result<Lock> lock = redlock.lock("resource-" + std::to_string(r.resource), config.ttl);
+    r.returned = Clock::now();
+    r.error = code_of(lock.error());
+    if (lock) {
+      r.valid_until = lock->valid_until;
+      const auto validity = lock->valid_until - r.returned;
+      if (validity > Clock::duration::zero()) {
+        std::this_thread::sleep_for(
+            std::chrono::duration_cast<Clock::duration>(validity * hold_fraction(rng)));
+      }
+      r.left = Clock::now();
+      r.unlock_error = code_of(redlock.unlock(*lock));
+      r.unlocked = Clock::now();
+    }
+    out.write(r);
+    if (lock.error() == errc::invalid_argument || lock.error() == errc::closed) return;  // would fail forever
+    std::this_thread::sleep_for(std::chrono::microseconds{think_us(rng)});
+  }
+}
+
+}  // namespace
+
+Options worker_options(const WorkerConfig& config) {
+  Options options;
+  options.masters = config.masters;
+  options.retry_count = config.retry_count;
+  options.retry_delay = config.retry_delay;
+  options.retry_jitter = config.retry_delay;
+  options.key_prefix = config.key_prefix;
+  options.restart_quarantine = config.quarantine;
+  return options;
+}
+
+int run_worker(const WorkerConfig& config) {
+  RecordFile out(config.out_path);
+  if (!out.is_open()) {
+    std::perror(("redlock-chaos worker: " + config.out_path).c_str());
+    return 2;
+  }
+  try {
+    // One Redlock per process, shared by its threads, as a daemon would use it.
+    Redlock redlock(worker_options(config));
+    std::vector<std::thread> threads;
+    threads.reserve(static_cast<std::size_t>(config.threads));
+    for (int t = 0; t < config.threads; ++t) {
+      threads.emplace_back([&redlock, &config, &out, t] { contend(redlock, config, t, out); });
+    }
+    for (auto& t : threads) t.join();
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "redlock-chaos worker %d: %s\n", config.process, e.what());
+    return 2;
+  }
+  return 0;
+}
+
+}  // namespace redlock::chaos

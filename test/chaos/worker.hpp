@@ -1,0 +1,36 @@
+#pragma once
+
+#include "record.hpp"
+
+#include <redlock/options.hpp>
+
+#include <chrono>
+#include <string>
+#include <vector>
+
+namespace redlock::chaos {
+
+/// What one worker process does: `threads` threads share one redlock::Redlock
+/// and loop lock → hold → unlock on `resources` resources until `until`.
+struct WorkerConfig {
+  int process = 0;
+  std::vector<Endpoint> masters;
+  int threads = 4;
+  int resources = 2;
+  std::chrono::milliseconds ttl{400};
+  std::chrono::milliseconds quarantine{0};
+  int retry_count = 60;
+  std::chrono::milliseconds retry_delay{40};
+  std::string key_prefix;
+  Clock::time_point until{};
+  /// Records are appended here as they happen, one line each (record.hpp).
+  std::string out_path;
+};
+
+/// The redlock::Options every worker uses, so that the parent can describe them.
+Options worker_options(const WorkerConfig& config);
+
+/// Runs the worker to its deadline; the process exit status.
+int run_worker(const WorkerConfig& config);
+
+}  // namespace redlock::chaos
