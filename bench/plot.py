@@ -49,6 +49,7 @@ def main(source, target):
             "set logscale y",
             "set key outside right",
             "set grid",
+            "set termoption noenhanced",
             "set xtics (%s)" % ", ".join(str(n) for n in ns),
             "plot " + ", \\\n  ".join(plots),
         ])

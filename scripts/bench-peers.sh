@@ -218,6 +218,8 @@ with open(path) as f:
             r = json.loads(line)
         except ValueError:
             continue
+        if r.get("rep") == "median":
+            continue  # bench_acquire's own summary of a single repetition
         b, impl = r.get("bench"), r.get("impl")
         if b in ("try_lock", "try_lock_unlock"):
             metrics = [("p50_us", "p50 us"), ("p99_us", "p99 us")]
