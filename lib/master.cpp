@@ -160,10 +160,15 @@ Master::Master(uv_loop_t* loop, MasterConfig config, std::uint64_t seed)
 }
 
 Master::~Master() {
-  if (resolving_) {
-    resolving_->owner = nullptr;
-    uv_cancel(reinterpret_cast<uv_req_t*>(&resolving_->request));
-  }
+  stop_resolving();
+}
+
+// The request stays libuv's until its callback, which sees no owner and only frees it.
+void Master::stop_resolving() {
+  if (!resolving_) return;
+  resolving_->owner = nullptr;
+  uv_cancel(reinterpret_cast<uv_req_t*>(&resolving_->request));
+  resolving_ = nullptr;
 }
 
 bool Master::voting() const {
@@ -268,15 +273,22 @@ void Master::resolve() {
   resolving_ = request.release();  // on_resolved frees it
 }
 
-void Master::connect_to(const sockaddr* address) {
+// A fresh socket for a connection attempt; `init` is uv_tcp_init or uv_pipe_init.
+template <class Init>
+bool Master::open_socket(Init init) {
   state_ = State::connecting;
   std::unique_ptr<Socket> s = std::make_unique<Socket>(this);
-  if (uv_tcp_init(loop_, &s->tcp) != 0) {
+  if (init(*s) != 0) {
     drop(Failure::disconnected);
-    return;
+    return false;
   }
   s->handle.data = s.get();
   socket_.reset(s.release());
+  return true;
+}
+
+void Master::connect_to(const sockaddr* address) {
+  if (!open_socket([this](Socket& s) { return uv_tcp_init(loop_, &s.tcp); })) return;
   uv_tcp_nodelay(&socket_->tcp, 1);
   if (uv_tcp_connect(&socket_->connect_request, &socket_->tcp, address, Callbacks::on_connect) != 0 &&
       !try_next_address()) {
@@ -293,14 +305,7 @@ bool Master::try_next_address() {
 }
 
 void Master::connect_unix() {
-  state_ = State::connecting;
-  std::unique_ptr<Socket> s = std::make_unique<Socket>(this);
-  if (uv_pipe_init(loop_, &s->pipe, 0) != 0) {
-    drop(Failure::disconnected);
-    return;
-  }
-  s->handle.data = s.get();
-  socket_.reset(s.release());
+  if (!open_socket([this](Socket& s) { return uv_pipe_init(loop_, &s.pipe, 0); })) return;
   uv_pipe_connect(&socket_->connect_request, &socket_->pipe, config_.endpoint.unix_socket.c_str(),
                   Callbacks::on_connect);
 }
@@ -477,11 +482,7 @@ void Master::deliver(Pending& p, const Reply* reply, Failure why) {
 }
 
 void Master::drop(Failure why) {
-  if (resolving_) {
-    resolving_->owner = nullptr;
-    uv_cancel(reinterpret_cast<uv_req_t*>(&resolving_->request));
-    resolving_ = nullptr;
-  }
+  stop_resolving();
   socket_.reset();
   reader_.reset();
   ++generation_;

@@ -133,7 +133,10 @@ class Master {
 
   void connect();
   void resolve();
+  template <class Init>
+  bool open_socket(Init init);
   void connect_to(const sockaddr* address);
+  void stop_resolving();
   bool try_next_address();
   void fail_expired_in_handshake(std::uint64_t now);
   void connect_unix();
