@@ -10,6 +10,7 @@
 #include "support/calls.hpp"
 #include "support/cluster.hpp"
 #include "support/eventually.hpp"
+#include "support/holders.hpp"
 #include "support/loop.hpp"
 
 using namespace redlock;
@@ -25,23 +26,6 @@ Options fast(Options o) {
   o.retry_jitter = 10ms;
   o.command_timeout = 200ms;
   return o;
-}
-
-int holders(Cluster& masters, const std::string& key, const std::string& value) {
-  int n = 0;
-  for (std::size_t i = 0; i < masters.size(); ++i) n += masters[i].get(key) == value ? 1 : 0;
-  return n;
-}
-
-// Releases are written before the caller hears of a failure, but the masters
-// run them a moment later.
-bool gone_everywhere(Cluster& masters, const std::string& key, const std::string& value) {
-  return eventually([&] { return holders(masters, key, value) == 0; });
-}
-
-// A round decides at a quorum; the other masters run the command a moment later.
-bool held_everywhere(Cluster& masters, const std::string& key, const std::string& value) {
-  return eventually([&] { return holders(masters, key, value) == static_cast<int>(masters.size()); });
 }
 
 }  // namespace

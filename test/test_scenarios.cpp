@@ -16,6 +16,7 @@
 #include "support/cluster.hpp"
 #include "support/eventually.hpp"
 #include "support/fault_proxy.hpp"
+#include "support/holders.hpp"
 #include "support/loop.hpp"
 
 using namespace redlock;
@@ -24,15 +25,6 @@ using namespace std::chrono_literals;
 using steady = std::chrono::steady_clock;
 
 namespace {
-
-bool held_nowhere(Cluster& masters, const std::string& key) {
-  return eventually([&] {
-    for (std::size_t i = 0; i < masters.size(); ++i) {
-      if (masters[i].get(key)) return false;
-    }
-    return true;
-  });
-}
 
 // Three masters, each behind its own proxy.
 struct Proxied {
