@@ -2,7 +2,10 @@
 
 #include <hiredis/hiredis.h>
 
-#include <stdexcept>
+#include <charconv>
+#include <cstring>
+#include <new>
+#include <utility>
 
 namespace redlock {
 
@@ -14,40 +17,89 @@ std::string_view Reply::error_code() const {
 
 // ---- encoding ---------------------------------------------------------------
 
-void Encoded::Free::operator()(char* p) const noexcept {
-  redisFreeCommand(p);
+// "*<argc>\r\n", then "$<length>\r\n<bytes>\r\n" per argument: what hiredis's
+// redisFormatCommandArgv writes, without a sprintf per argument. The size is
+// computed first, exactly, so the bytes are written once into their buffer.
+namespace {
+
+std::size_t decimal_digits(std::size_t n) {
+  std::size_t digits = 1;
+  for (; n >= 10; n /= 10) ++digits;
+  return digits;
+}
+
+// "<kind><n>\r\n"
+std::size_t header_size(std::size_t n) {
+  return 1 + decimal_digits(n) + 2;
+}
+
+char* write_header(char* at, char kind, std::size_t n) {
+  *at++ = kind;
+  char* end = at + decimal_digits(n);
+  for (char* digit = end; digit != at; n /= 10) *--digit = static_cast<char>('0' + n % 10);
+  end[0] = '\r';
+  end[1] = '\n';
+  return end + 2;
+}
+
+std::size_t argument_size(std::string_view arg) {
+  return header_size(arg.size()) + arg.size() + 2;
+}
+
+char* write_argument(char* at, std::string_view arg) {
+  at = write_header(at, '$', arg.size());
+  if (!arg.empty()) std::memcpy(at, arg.data(), arg.size());
+  at += arg.size();
+  at[0] = '\r';
+  at[1] = '\n';
+  return at + 2;
+}
+
+std::size_t command_size(const std::string_view* argv, std::size_t argc) {
+  std::size_t size = header_size(argc);
+  for (std::size_t i = 0; i < argc; ++i) size += argument_size(argv[i]);
+  return size;
+}
+
+// Writes exactly command_size(argv, argc) bytes at `at`.
+void write_command(char* at, const std::string_view* argv, std::size_t argc) {
+  at = write_header(at, '*', argc);
+  for (std::size_t i = 0; i < argc; ++i) at = write_argument(at, argv[i]);
+}
+
+}  // namespace
+
+Encoded::Encoded(Encoded&& other) noexcept : size_(other.size_), heap_(std::move(other.heap_)) {
+  if (!heap_) std::memcpy(inline_, other.inline_, size_);
+  other.size_ = 0;
+}
+
+Encoded& Encoded::operator=(Encoded&& other) noexcept {
+  if (this != &other) {
+    size_ = other.size_;
+    heap_ = std::move(other.heap_);
+    if (!heap_) std::memcpy(inline_, other.inline_, size_);
+    other.size_ = 0;
+  }
+  return *this;
 }
 
 Encoded encode_command(const std::string_view* argv, std::size_t argc) {
-  // Lock commands have at most 9 arguments: no allocation for the arrays then.
-  constexpr std::size_t inline_args = 12;
-  const char* ptrs_inline[inline_args];
-  std::size_t lens_inline[inline_args];
-  std::vector<const char*> ptrs_heap;
-  std::vector<std::size_t> lens_heap;
-  const char** ptrs = ptrs_inline;
-  std::size_t* lens = lens_inline;
-  if (argc > inline_args) {
-    ptrs_heap.resize(argc);
-    lens_heap.resize(argc);
-    ptrs = ptrs_heap.data();
-    lens = lens_heap.data();
-  }
-  for (std::size_t i = 0; i < argc; ++i) {
-    ptrs[i] = argv[i].data();
-    lens[i] = argv[i].size();
-  }
-  char* encoded = nullptr;
-  int size = redisFormatCommandArgv(&encoded, static_cast<int>(argc), ptrs, lens);
-  if (size < 0) throw std::bad_alloc();
   Encoded out;
-  out.data_.reset(encoded);
-  out.size_ = static_cast<std::size_t>(size);
+  out.size_ = command_size(argv, argc);
+  char* at = out.inline_;
+  if (out.size_ > Encoded::inline_capacity) {
+    out.heap_.reset(new char[out.size_]);  // not make_unique: it would zero what is written next
+    at = out.heap_.get();
+  }
+  write_command(at, argv, argc);
   return out;
 }
 
 void append_command(std::string& out, const std::string_view* argv, std::size_t argc) {
-  out += encode_command(argv, argc).bytes();
+  std::size_t at = out.size();
+  out.resize(at + command_size(argv, argc));
+  write_command(&out[at], argv, argc);
 }
 
 void append_command(std::string& out, const std::vector<std::string_view>& argv) {
@@ -55,18 +107,25 @@ void append_command(std::string& out, const std::vector<std::string_view>& argv)
 }
 
 std::string replace_first_arguments(std::string_view encoded, const std::vector<std::string_view>& first) {
-  // "*<argc>\r\n" then "$<len>\r\n<bytes>\r\n" per argument.
+  // Skip the count and one argument per replacement; the rest is kept as is.
   std::size_t at = encoded.find("\r\n") + 2;
-  std::string out(encoded.substr(0, at));
-  for (std::string_view replacement : first) {
+  std::string_view count = encoded.substr(0, at);
+  for (std::size_t i = 0; i < first.size(); ++i) {
     std::size_t header_end = encoded.find("\r\n", at);
-    std::size_t length = std::stoul(std::string(encoded.substr(at + 1, header_end - at - 1)));
+    std::size_t length = 0;
+    std::from_chars(encoded.data() + at + 1, encoded.data() + header_end, length);
     at = header_end + 2 + length + 2;
-    out += "$" + std::to_string(replacement.size()) + "\r\n";
-    out += replacement;
-    out += "\r\n";
   }
-  out += encoded.substr(at);
+  std::string_view rest = encoded.substr(at);
+
+  std::size_t size = count.size() + rest.size();
+  for (std::string_view replacement : first) size += argument_size(replacement);
+  std::string out(size, '\0');
+  char* to = out.data();
+  std::memcpy(to, count.data(), count.size());
+  to += count.size();
+  for (std::string_view replacement : first) to = write_argument(to, replacement);
+  if (!rest.empty()) std::memcpy(to, rest.data(), rest.size());
   return out;
 }
 

@@ -27,20 +27,29 @@ struct Reply {
   std::string_view error_code() const;
 };
 
-/// The RESP encoding of one command in the buffer hiredis formatted it into
-/// (owned here, so it is not copied).
+/// The RESP encoding of one command. A lock command (with a key of up to about
+/// 100 bytes) fits inside the object, so the Command holding it costs one
+/// allocation; a longer one gets a heap buffer of its exact size.
+/// bytes() points into the object: moving an Encoded invalidates it.
 class Encoded {
  public:
+  /// Bytes held without a heap buffer; sizeof(Encoded) is 256.
+  static constexpr std::size_t inline_capacity = 240;
+
   Encoded() = default;
-  std::string_view bytes() const { return {data_.get(), size_}; }
+  Encoded(Encoded&& other) noexcept;
+  Encoded& operator=(Encoded&& other) noexcept;
+  Encoded(const Encoded&) = delete;
+  Encoded& operator=(const Encoded&) = delete;
+  ~Encoded() = default;
+
+  std::string_view bytes() const { return {heap_ ? heap_.get() : inline_, size_}; }
 
  private:
-  struct Free {
-    void operator()(char* p) const noexcept;
-  };
   friend Encoded encode_command(const std::string_view* argv, std::size_t argc);
-  std::unique_ptr<char, Free> data_;
   std::size_t size_ = 0;
+  std::unique_ptr<char[]> heap_;  // only when size_ > inline_capacity
+  char inline_[inline_capacity];
 };
 
 Encoded encode_command(const std::string_view* argv, std::size_t argc);

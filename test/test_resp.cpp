@@ -1,12 +1,46 @@
+#include <hiredis/hiredis.h>
 #include <catch2/catch.hpp>
 
+#include <cstddef>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
 #include "resp.hpp"
 
 using namespace redlock;
+
+namespace {
+
+// The reference: what hiredis's formatter writes for the same argv.
+std::string hiredis_format(const std::vector<std::string_view>& argv) {
+  std::vector<const char*> ptrs;
+  std::vector<std::size_t> lens;
+  for (std::string_view a : argv) {
+    ptrs.push_back(a.data());
+    lens.push_back(a.size());
+  }
+  char* raw = nullptr;
+  int size = redisFormatCommandArgv(&raw, static_cast<int>(argv.size()), ptrs.data(), lens.data());
+  REQUIRE(size >= 0);
+  std::string out(raw, static_cast<std::size_t>(size));
+  redisFreeCommand(raw);
+  return out;
+}
+
+std::string encoded(const std::vector<std::string_view>& argv) {
+  return std::string(encode_command(argv.data(), argv.size()).bytes());
+}
+
+// Every byte value, CR LF and NUL among them, `size` bytes long.
+std::string binary(std::size_t size) {
+  std::string s(size, '\0');
+  for (std::size_t i = 0; i < size; ++i) s[i] = static_cast<char>((i * 7 + 13) % 256);
+  return s;
+}
+
+}  // namespace
 
 TEST_CASE("commands are encoded as RESP arrays of bulk strings", "[resp]") {
   std::string out;
@@ -99,4 +133,88 @@ TEST_CASE("leading arguments of an encoded command can be replaced", "[resp]") {
   std::string expected;
   append_command(expected, {"EVAL", "return 1", "1", "key", "value"});
   CHECK(replace_first_arguments(evalsha, {"EVAL", "return 1"}) == expected);
+}
+
+TEST_CASE("the encoder writes what hiredis's formatter writes, byte for byte", "[resp]") {
+  std::string value(32, 'v');
+  std::string crlf_nul("\r\n\0$*\r\n\0", 9);
+  std::string long_arg = binary(std::size_t{64} * 1024 + 17);
+  std::string very_long_arg(std::size_t{1} << 20, 'x');
+  std::string at_inline_capacity(Encoded::inline_capacity, 'c');
+  std::vector<std::string> many_strings;
+  for (int i = 0; i < 1234; ++i) many_strings.push_back(std::to_string(i));
+  std::vector<std::string_view> many(many_strings.begin(), many_strings.end());
+
+  std::vector<std::pair<const char*, std::vector<std::string_view>>> cases = {
+      {"no arguments at all", {}},
+      {"one word", {"PING"}},
+      {"empty arguments", {"SET", "", ""}},
+      {"only empty arguments", {"", "", "", ""}},
+      {"a lock's SET", {"SET", "bench:latency", value, "NX", "PX", "10000"}},
+      {"a lock's EVALSHA", {"EVALSHA", "3c878575892b1b569fd5e1a5ce04d480da65b703", "1", "k", value}},
+      {"CR, LF, NUL, $ and * inside arguments", {"SET", crlf_nul, crlf_nul}},
+      {"every byte value", {"SET", binary(256), binary(1000)}},
+      {"lengths around each new digit",
+       {binary(9), binary(10), binary(99), binary(100), binary(999), binary(1000)}},
+      {"an argument longer than 64 kB", {"SET", "k", long_arg}},
+      {"an argument of 1 MB", {"SET", very_long_arg, "v"}},
+      {"an argument as long as the inline buffer", {at_inline_capacity}},
+      {"10 arguments: a two-digit count", {"a", "b", "c", "d", "e", "f", "g", "h", "i", "j"}},
+      {"1234 arguments", many},
+  };
+  for (const auto& [name, argv] : cases) {
+    INFO(name);
+    std::string expected = hiredis_format(argv);
+    CHECK(encoded(argv) == expected);
+    std::string appended;
+    append_command(appended, argv);
+    CHECK(appended == expected);
+  }
+}
+
+TEST_CASE("an encoded command keeps its bytes when it is moved", "[resp]") {
+  // Below, at and above the bytes an Encoded holds without a heap buffer.
+  for (std::size_t total : {Encoded::inline_capacity - 1, Encoded::inline_capacity,
+                            Encoded::inline_capacity + 1, std::size_t{100000}}) {
+    // "*1\r\n" + "$<len>\r\n" + len bytes + "\r\n" == total
+    std::size_t len = total - 4 - 5;
+    while (4 + 1 + std::to_string(len).size() + 2 + len + 2 > total) --len;
+    std::string arg = binary(len);
+    std::string expected = hiredis_format({arg});
+    REQUIRE(expected.size() == total);
+    INFO("encoded size " << total);
+
+    std::string_view argv[] = {arg};
+    Encoded first = encode_command(argv, 1);
+    CHECK(first.bytes() == expected);
+    Encoded second(std::move(first));
+    CHECK(second.bytes() == expected);
+    Encoded third;
+    CHECK(third.bytes().empty());
+    third = std::move(second);
+    CHECK(third.bytes() == expected);
+  }
+}
+
+TEST_CASE("append_command appends, one buffer after another", "[resp]") {
+  std::string out = binary(300);  // whatever was there stays
+  std::string expected = out;
+  std::vector<std::vector<std::string_view>> commands = {
+      {"AUTH", "user", "secret"}, {"SELECT", "3"}, {"SCRIPT", "LOAD", "return 1"}, {"INFO"}, {}};
+  for (const auto& argv : commands) {
+    append_command(out, argv);
+    expected += hiredis_format(argv);
+    CHECK(out == expected);
+  }
+}
+
+TEST_CASE("replacing leading arguments keeps the rest byte for byte", "[resp]") {
+  std::string value = binary(40);
+  std::string body(std::size_t{70} * 1024, 'b');
+  std::string evalsha;
+  append_command(evalsha, {"EVALSHA", "3c878575892b1b569fd5e1a5ce04d480da65b703", "1", "", value});
+  CHECK(replace_first_arguments(evalsha, {"EVAL", body}) == hiredis_format({"EVAL", body, "1", "", value}));
+  CHECK(replace_first_arguments(evalsha, {"X"}) ==
+        hiredis_format({"X", "3c878575892b1b569fd5e1a5ce04d480da65b703", "1", "", value}));
+  CHECK(replace_first_arguments(evalsha, {}) == evalsha);
 }
