@@ -2,6 +2,7 @@
 
 #include <hiredis/hiredis.h>
 
+#include <cassert>
 #include <charconv>
 #include <cstring>
 #include <new>
@@ -133,19 +134,30 @@ std::string replace_first_arguments(std::string_view encoded, const std::vector<
 
 // hiredis parses; these functions build our Reply values in place of its
 // malloc'd redisReply trees. A top-level scalar reply (all a lock round gets)
-// costs no allocation; array elements live in their parent's vector.
+// is built straight into the value next() returns: no allocation, no move.
+// A top-level array is built in `root`, since hiredis may need several reads
+// to complete it, and moved out once whole; its elements live in their
+// parent's vector.
 struct ReplyReader::Parser {
   redisReader* reader = nullptr;
+  std::optional<Reply>* out = nullptr;  // what next() returns, during its call
   Reply root;
 
-  static Reply* slot(const redisReadTask* task) {
-    if (!task->parent) return &static_cast<Parser*>(task->privdata)->root;
+  static Parser& of(const redisReadTask* task) { return *static_cast<Parser*>(task->privdata); }
+
+  // Where a string, integer or nil reply goes.
+  static Reply* scalar_slot(const redisReadTask* task) {
+    if (!task->parent) return &of(task).out->emplace();
+    return element_slot(task);
+  }
+
+  static Reply* element_slot(const redisReadTask* task) {
     auto* parent = static_cast<Reply*>(task->parent->obj);
     return &parent->elements[static_cast<std::size_t>(task->idx)];
   }
 
   static void* create_string(const redisReadTask* task, char* str, std::size_t len) {
-    Reply* r = slot(task);
+    Reply* r = scalar_slot(task);
     switch (task->type) {
       case REDIS_REPLY_ERROR:
         r->type = Reply::Type::error;
@@ -162,26 +174,26 @@ struct ReplyReader::Parser {
   }
 
   static void* create_array(const redisReadTask* task, int elements) {
-    Reply* r = slot(task);
+    Reply* r = task->parent ? element_slot(task) : &of(task).root;
     r->type = Reply::Type::array;
     r->elements.assign(static_cast<std::size_t>(elements > 0 ? elements : 0), Reply{});
     return r;
   }
 
   static void* create_integer(const redisReadTask* task, long long value) {
-    Reply* r = slot(task);
+    Reply* r = scalar_slot(task);
     r->type = Reply::Type::integer;
     r->integer = value;
     return r;
   }
 
   static void* create_nil(const redisReadTask* task) {
-    Reply* r = slot(task);
+    Reply* r = scalar_slot(task);
     r->type = Reply::Type::nil;
     return r;
   }
 
-  static void free_object(void*) {}  // the Parser owns every Reply
+  static void free_object(void*) {}  // the Parser and next()'s caller own every Reply
 
   static redisReplyObjectFunctions functions;
 
@@ -212,15 +224,26 @@ bool ReplyReader::feed(const char* data, std::size_t size) {
 }
 
 std::optional<Reply> ReplyReader::next() {
-  if (!error_.empty()) return std::nullopt;
+  std::optional<Reply> reply;  // the only object returned, so it is built in the caller's place
+  redisReader* reader = parser_->reader;
+  // With every byte fed so far consumed, hiredis cannot complete a reply; the
+  // caller asks once more after each reply, so this saves a parse attempt per read.
+  if (!error_.empty() || reader->pos == reader->len) return reply;
+  parser_->out = &reply;
   void* raw = nullptr;
-  if (redisReaderGetReply(parser_->reader, &raw) != REDIS_OK) {
-    error_ = parser_->reader->errstr[0] ? parser_->reader->errstr : "protocol error";
-    return std::nullopt;
+  int status = redisReaderGetReply(reader, &raw);
+  parser_->out = nullptr;
+  if (status != REDIS_OK) {
+    error_ = reader->errstr[0] ? reader->errstr : "protocol error";
+    reply.reset();
+    return reply;
   }
-  if (!raw) return std::nullopt;
-  Reply reply = std::move(parser_->root);
-  parser_->root = Reply{};
+  if (raw == &parser_->root) {
+    reply.emplace(std::move(parser_->root));
+    parser_->root = Reply{};
+  }
+  // Otherwise there is no whole reply yet, or it is the scalar built in `reply`.
+  assert((raw != nullptr) == reply.has_value());
   return reply;
 }
 

@@ -114,6 +114,44 @@ TEST_CASE("a reply split across reads comes out whole, once", "[resp]") {
   CHECK(seen[1].second.integer == 7);
 }
 
+TEST_CASE("arrays come out whole, nested or split across reads", "[resp]") {
+  ReplyReader reader;
+  CHECK_FALSE(reader.next());  // nothing fed yet
+  std::string bytes = "*3\r\n*2\r\n:1\r\n$1\r\na\r\n*0\r\n*-1\r\n+OK\r\n:5\r\n*-1\r\n";
+  std::vector<std::pair<std::size_t, Reply>> seen;  // (bytes fed so far, reply)
+  auto feed = [&](std::size_t from, std::size_t count) {
+    REQUIRE(reader.feed(&bytes[from], count));
+    while (auto reply = reader.next()) seen.emplace_back(from + count, *reply);
+  };
+  SECTION("one byte at a time") {
+    for (std::size_t i = 0; i < bytes.size(); ++i) feed(i, 1);
+  }
+  SECTION("all at once") {
+    feed(0, bytes.size());
+  }
+  REQUIRE(seen.size() == 4);
+  const Reply& nested = seen[0].second;
+  REQUIRE(nested.type == Reply::Type::array);
+  REQUIRE(nested.elements.size() == 3);
+  REQUIRE(nested.elements[0].elements.size() == 2);
+  CHECK(nested.elements[0].elements[0].integer == 1);
+  CHECK(nested.elements[0].elements[1].str == "a");
+  CHECK(nested.elements[1].type == Reply::Type::array);
+  CHECK(nested.elements[1].elements.empty());
+  CHECK(nested.elements[2].type == Reply::Type::nil);
+  CHECK(seen[1].second.is_status("OK"));
+  CHECK(seen[2].second.integer == 5);
+  CHECK(seen[3].second.type == Reply::Type::nil);
+  if (seen[0].first != bytes.size()) {  // byte by byte: each reply as soon as its last byte is in
+    CHECK(seen[0].first == 28);
+    CHECK(seen[1].first == 33);
+    CHECK(seen[2].first == 37);
+    CHECK(seen[3].first == bytes.size());
+  }
+  CHECK_FALSE(reader.next());
+  CHECK(reader.error().empty());
+}
+
 TEST_CASE("a protocol violation is reported, not guessed around", "[resp]") {
   ReplyReader reader;
   std::string bytes = "?what\r\n";
@@ -141,6 +179,9 @@ TEST_CASE("the encoder writes what hiredis's formatter writes, byte for byte", "
   std::string long_arg = binary(std::size_t{64} * 1024 + 17);
   std::string very_long_arg(std::size_t{1} << 20, 'x');
   std::string at_inline_capacity(Encoded::inline_capacity, 'c');
+  // The views below point into these strings, which outlive them.
+  std::string bytes_256 = binary(256), bytes_1000 = binary(1000);
+  std::string b9 = binary(9), b10 = binary(10), b99 = binary(99), b100 = binary(100), b999 = binary(999);
   std::vector<std::string> many_strings;
   for (int i = 0; i < 1234; ++i) many_strings.push_back(std::to_string(i));
   std::vector<std::string_view> many(many_strings.begin(), many_strings.end());
@@ -153,9 +194,8 @@ TEST_CASE("the encoder writes what hiredis's formatter writes, byte for byte", "
       {"a lock's SET", {"SET", "bench:latency", value, "NX", "PX", "10000"}},
       {"a lock's EVALSHA", {"EVALSHA", "3c878575892b1b569fd5e1a5ce04d480da65b703", "1", "k", value}},
       {"CR, LF, NUL, $ and * inside arguments", {"SET", crlf_nul, crlf_nul}},
-      {"every byte value", {"SET", binary(256), binary(1000)}},
-      {"lengths around each new digit",
-       {binary(9), binary(10), binary(99), binary(100), binary(999), binary(1000)}},
+      {"every byte value", {"SET", bytes_256, bytes_1000}},
+      {"lengths around each new digit", {b9, b10, b99, b100, b999, bytes_1000}},
       {"an argument longer than 64 kB", {"SET", "k", long_arg}},
       {"an argument of 1 MB", {"SET", very_long_arg, "v"}},
       {"an argument as long as the inline buffer", {at_inline_capacity}},
