@@ -73,6 +73,9 @@ void write_command(char* at, const std::string_view* argv, std::size_t argc) {
 
 }  // namespace
 
+static_assert(sizeof(Encoded) == 256 || sizeof(void*) != 8,
+              "Encoded: keep the inline buffer at 256 bytes in all");
+
 Encoded::Encoded(Encoded&& other) noexcept : size_(other.size_), heap_(std::move(other.heap_)) {
   if (!heap_) std::memcpy(inline_, other.inline_, size_);
   other.size_ = 0;
