@@ -2,6 +2,8 @@
 
 #include <cctype>
 #include <charconv>
+#include <cstdint>
+#include <limits>
 #include <set>
 #include <stdexcept>
 #include <string>
@@ -112,6 +114,15 @@ void require(bool ok, const std::string& message) {
   if (!ok) throw std::invalid_argument("redlock::Options: " + message);
 }
 
+// The largest ttl a Client takes (client.cpp's max_ttl) bounds every duration
+// option too; validate() says why that is enough.
+constexpr milliseconds max_duration{std::numeric_limits<std::int32_t>::max()};
+
+void require_at_most_max(milliseconds value, const char* field) {
+  require(value <= max_duration,
+          std::string(field) + " must be at most " + std::to_string(max_duration.count()) + " ms");
+}
+
 }  // namespace
 
 Endpoint Endpoint::parse(std::string_view uri) {
@@ -139,6 +150,20 @@ std::string Endpoint::to_string() const {
          (database ? "/" + std::to_string(database) : "");
 }
 
+// Every duration option is bounded by max_duration (2^31-1 ms, about 24.8
+// days), as a ttl is (the Client checks it before any arithmetic), and
+// drift_factor is below 1. With that, no duration sum in lib/ can overflow
+// int64 milliseconds, microseconds or nanoseconds; each was read and has room
+// to spare:
+// - quorum::drift: ttl * factor + drift_constant < 2^32 ms = 4.3e12 us.
+// - quorum::valid_until: t0 + ttl - drift, in steady_clock nanoseconds:
+//   t0 + 2.2e15 ns - 4.3e15 ns, where int64 nanoseconds last 292 years.
+// - Operation::attempt_failed: retry_delay + jitter < 2^32 ms, and libuv
+//   clamps uv_now() + timeout itself.
+// - Master::send and Master::connect: uv_now() + command_timeout or
+//   connect_timeout, uint64 milliseconds, < 2^31 ms added to the loop's clock.
+// - Master: restart_quarantine + 1 s, in milliseconds.
+// Raising the bound means reading these again.
 void Options::validate() const {
   require(!masters.empty(), "masters: at least one master is required");
   std::set<std::tuple<std::string, int, std::string>> seen;
@@ -156,13 +181,19 @@ void Options::validate() const {
     require(seen.insert(key).second, where + ": duplicate endpoint (one server would vote twice)");
   }
   require(connect_timeout.count() > 0, "connect_timeout must be positive");
+  require_at_most_max(connect_timeout, "connect_timeout");
   require(command_timeout.count() > 0, "command_timeout must be positive");
+  require_at_most_max(command_timeout, "command_timeout");
   require(retry_count >= 0 && retry_count <= 1000000, "retry_count must be 0-1000000");
   require(retry_delay.count() >= 0, "retry_delay must not be negative");
+  require_at_most_max(retry_delay, "retry_delay");
   require(retry_jitter.count() >= 0, "retry_jitter must not be negative");
+  require_at_most_max(retry_jitter, "retry_jitter");
   require(drift_factor >= 0.0 && drift_factor < 1.0, "drift_factor must be in [0, 1)");
   require(drift_constant.count() >= 0, "drift_constant must not be negative");
+  require_at_most_max(drift_constant, "drift_constant");
   require(restart_quarantine.count() >= 0, "restart_quarantine must not be negative");
+  require_at_most_max(restart_quarantine, "restart_quarantine");
 }
 
 }  // namespace redlock

@@ -2,8 +2,13 @@
 
 #include <redlock/redlock.hpp>
 
+#include <chrono>
+#include <cstdint>
+#include <limits>
 #include <stdexcept>
 #include <string>
+
+#include "quorum.hpp"
 
 using namespace redlock;
 using namespace std::chrono_literals;
@@ -144,6 +149,64 @@ TEST_CASE("options are validated with a message naming the field", "[options]") 
   SECTION("quarantine") {
     o.restart_quarantine = -1ms;
     CHECK_THAT(message_of(o), Catch::Contains("restart_quarantine"));
+  }
+}
+
+TEST_CASE("every duration option is bounded by the largest ttl, 2^31-1 ms", "[options]") {
+  constexpr milliseconds bound{std::numeric_limits<std::int32_t>::max()};
+  struct Field {
+    const char* name;
+    milliseconds Options::*member;
+  };
+  const Field fields[] = {
+      {"connect_timeout", &Options::connect_timeout}, {"command_timeout", &Options::command_timeout},
+      {"retry_delay", &Options::retry_delay},         {"retry_jitter", &Options::retry_jitter},
+      {"drift_constant", &Options::drift_constant},   {"restart_quarantine", &Options::restart_quarantine},
+  };
+  for (const Field& f : fields) {
+    Options o;
+    o.masters = {Endpoint::parse("redis://127.0.0.1:7001")};
+    INFO(f.name);
+    o.*f.member = bound;
+    CHECK_NOTHROW(o.validate());
+    o.*f.member = bound + 1ms;
+    CHECK_THROWS_AS(o.validate(), std::invalid_argument);
+    CHECK_THROWS_WITH(o.validate(), Catch::Contains(f.name) && Catch::Contains("at most"));
+  }
+}
+
+// quorum::drift and valid_until add option values without checks; the bound
+// in validate() is what keeps them from overflowing (run under UBSan too).
+TEST_CASE("no drift_constant that validate() accepts makes a validity longer than the ttl", "[options]") {
+  constexpr auto int64_max = std::numeric_limits<std::int64_t>::max();
+  const milliseconds constants[] = {
+      milliseconds{std::numeric_limits<std::int32_t>::max()},
+      milliseconds{std::numeric_limits<std::int32_t>::max()} + 1ms,
+      milliseconds{int64_max / 1000 + 1},  // the first that overflows in microseconds
+      milliseconds{int64_max},
+  };
+  const milliseconds ttls[] = {1ms, 1000ms, milliseconds{std::numeric_limits<std::int32_t>::max()}};
+  const auto t0 = std::chrono::steady_clock::time_point{} + 1000h;
+  for (milliseconds constant : constants) {
+    Options o;
+    o.masters = {Endpoint::parse("redis://127.0.0.1:7001")};
+    o.drift_factor = 0.999;
+    o.drift_constant = constant;
+    bool accepted = true;
+    try {
+      o.validate();
+    } catch (const std::invalid_argument&) {
+      accepted = false;
+    }
+    if (!accepted) continue;
+    for (milliseconds ttl : ttls) {
+      INFO("drift_constant " << constant.count() << " ms, ttl " << ttl.count() << " ms");
+      auto drift = quorum::drift(ttl, o.drift_factor, o.drift_constant);
+      CHECK(drift.count() >= 0);
+      CHECK(quorum::valid_until(t0, ttl, drift) <= t0 + ttl);
+      // Client::lock() takes a ttl only when drift < ttl; the largest constant eats every ttl.
+      if (constant == milliseconds{std::numeric_limits<std::int32_t>::max()}) CHECK_FALSE(drift < ttl);
+    }
   }
 }
 

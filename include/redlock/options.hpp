@@ -37,7 +37,8 @@ struct REDLOCK_API Endpoint {
 };
 
 /// Everything a Client needs; validated when the Client is constructed
-/// (std::invalid_argument naming the field).
+/// (std::invalid_argument naming the field). Every duration is at most
+/// 2^31-1 ms (about 24.8 days), the largest ttl.
 struct REDLOCK_API Options {
   /// The independent masters, N >= 1, no duplicates; odd N recommended.
   std::vector<Endpoint> masters;
