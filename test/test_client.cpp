@@ -276,3 +276,26 @@ TEST_CASE("a lock that ran out while its answer waited for the loop is released,
   }
   REQUIRE(loop.close());
 }
+
+TEST_CASE("replies that came in time during a loop stall are read before any deadline fails them",
+          "[client]") {
+  Cluster masters(3);
+  LoopFixture loop;
+  {
+    Options options = masters.options();
+    options.command_timeout = 50ms;
+    Client client(loop.get(), options);
+    REQUIRE_FALSE(try_lock(loop, client, "warm", 5s).error);
+    std::vector<std::error_code> answers;
+    for (int i = 0; i < 5; ++i) {
+      client.try_lock("stalled" + std::to_string(i), 10s,
+                      [&](std::error_code e, Lock) { answers.push_back(e); });
+    }
+    uv_run(loop.get(), UV_RUN_NOWAIT);  // one turn: the commands are written
+    // The loop stalls for three command timeouts; the masters answer meanwhile.
+    std::this_thread::sleep_for(150ms);
+    REQUIRE(loop.run_until([&] { return answers.size() == 5; }, 5s));
+    for (auto e : answers) CHECK_FALSE(e);
+  }
+  REQUIRE(loop.close());
+}

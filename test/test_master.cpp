@@ -161,9 +161,17 @@ TEST_CASE("a wrong password means no vote, not a crash", "[master]") {
     options.masters = {server.endpoint()};
     options.masters[0].password = "wrong";
     options.retry_count = 0;
+    std::vector<std::string> said;
+    options.diagnostics = [&](std::string_view line) { said.emplace_back(line); };
     Client client(loop.get(), options);
     CHECK(try_lock(loop, client, "guarded", 5s).error == errc::unavailable);
     CHECK_FALSE(server.get("guarded"));
+    // It keeps reconnecting (with backoff), and says why once, not each time.
+    long long connections = stat(server, "total_connections_received");
+    REQUIRE(
+        loop.run_until([&] { return stat(server, "total_connections_received") >= connections + 3; }, 5s));
+    REQUIRE(said.size() == 1);
+    CHECK(said[0].find("WRONGPASS") != std::string::npos);
   }
   REQUIRE(loop.close());
 }
