@@ -148,6 +148,7 @@ struct ReplyReader::Parser {
   redisReader* reader = nullptr;
   std::optional<Reply>* out = nullptr;  // what next() returns, during its call
   Reply root;
+  bool too_large = false;
 
   static Parser& of(const redisReadTask* task) { return *static_cast<Parser*>(task->privdata); }
 
@@ -180,6 +181,10 @@ struct ReplyReader::Parser {
   }
 
   static void* create_array(const redisReadTask* task, int elements) {
+    if (elements > max_elements) {
+      of(task).too_large = true;
+      return nullptr;  // hiredis stops with an error
+    }
     Reply* r = task->parent ? element_slot(task) : &of(task).root;
     r->type = Reply::Type::array;
     r->elements.assign(static_cast<std::size_t>(elements > 0 ? elements : 0), Reply{});
@@ -220,6 +225,10 @@ ReplyReader::ReplyReader() : parser_(std::make_unique<Parser>()) {
 
 ReplyReader::~ReplyReader() = default;
 
+std::size_t ReplyReader::buffered() const {
+  return parser_->reader->len - parser_->reader->pos;
+}
+
 bool ReplyReader::feed(const char* data, std::size_t size) {
   if (!error_.empty()) return false;
   if (redisReaderFeed(parser_->reader, data, size) != REDIS_OK) {
@@ -240,7 +249,11 @@ std::optional<Reply> ReplyReader::next() {
   int status = redisReaderGetReply(reader, &raw);
   parser_->out = nullptr;
   if (status != REDIS_OK) {
-    error_ = reader->errstr[0] ? reader->errstr : "protocol error";
+    if (parser_->too_large) {
+      error_ = "an aggregate of more than " + std::to_string(max_elements) + " elements";
+    } else {
+      error_ = reader->errstr[0] ? reader->errstr : "protocol error";
+    }
     reply.reset();
     return reply;
   }
