@@ -4,6 +4,7 @@
 #include <pthread.h>
 #include <uv.h>
 
+#include <atomic>
 #include <cassert>
 #include <csignal>
 #include <functional>
@@ -67,13 +68,19 @@ class Redlock::Impl {
   Impl& operator=(const Impl&) = delete;
 
   /// Runs `start` on the loop thread and waits for the callback it is given.
+  /// An exception thrown on the loop thread (only allocation can fail there)
+  /// reaches the caller instead of ending the process.
   Result<Lock> wait(std::function<void(Client&, Client::LockCallback)> start) {
-    auto answer = std::make_shared<std::promise<std::pair<std::error_code, Lock>>>();
-    auto future = answer->get_future();
+    auto answer = std::make_shared<Answer>();
+    auto future = answer->promise.get_future();
     bool queued = submit([start = std::move(start), answer](Client& client) {
-      start(client, [answer](std::error_code error, Lock lock) {
-        answer->set_value({error, std::move(lock)});
-      });
+      try {
+        start(client, [answer](std::error_code error, Lock lock) {
+          if (!answer->settled.exchange(true)) answer->promise.set_value({error, std::move(lock)});
+        });
+      } catch (...) {
+        if (!answer->settled.exchange(true)) answer->promise.set_exception(std::current_exception());
+      }
     });
     if (!queued) return make_error_code(errc::closed);
     auto [error, lock] = future.get();
@@ -108,6 +115,13 @@ class Redlock::Impl {
       uv_close(reinterpret_cast<uv_handle_t*>(&wake_), nullptr);
     }
   }
+
+  // One blocking call's answer: whichever comes first, the callback or an
+  // exception while starting the call, settles it.
+  struct Answer {
+    std::promise<std::pair<std::error_code, Lock>> promise;
+    std::atomic<bool> settled{false};
+  };
 
   uv_loop_t loop_{};
   uv_async_t wake_{};

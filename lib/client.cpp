@@ -39,6 +39,12 @@ class Client::Impl final : public Context {
   ~Impl() override { close(nullptr); }
 
   void post(std::function<void()> fn) override {
+    if (!deferred_ && closed_ && !closing_) {
+      // A closed client keeps no handle open: this one closes itself once
+      // `fn` has run, so uv_run returns and uv_loop_close succeeds.
+      Deferred::open(loop)->post(std::move(fn));
+      return;
+    }
     if (!deferred_) deferred_ = Deferred::open(loop);
     deferred_->post(std::move(fn));
   }
@@ -76,6 +82,8 @@ class Client::Impl final : public Context {
   }
 
   void close(std::function<void()> cb) {
+    // Answers posted while closing share one Deferred, so they run in order.
+    closing_ = true;
     if (!closed_) {
       closed_ = true;
       auto operations = std::move(operations_);
@@ -85,6 +93,7 @@ class Client::Impl final : public Context {
     }
     if (cb) post(std::move(cb));
     deferred_.reset();  // closes its handles once what is queued has run
+    closing_ = false;
   }
 
  private:
@@ -109,6 +118,7 @@ class Client::Impl final : public Context {
   std::vector<std::shared_ptr<Operation>> operations_;
   Deferred::Ptr deferred_;
   bool closed_ = false;
+  bool closing_ = false;  // inside close()
 };
 
 Client::Client(uv_loop_t* loop, Options options) {

@@ -58,11 +58,30 @@ std::shared_ptr<const Command> Command::make(const Script* script, const Args& a
   auto c = std::make_shared<Command>();
   if (script) {
     c->encoded_ = encode("EVALSHA", script->sha1, argv);
+    c->expect_ = Expect::script;
   } else {
     c->encoded_ = encode({}, {}, argv);
   }
   c->script_ = script;
   return c;
+}
+
+std::shared_ptr<const Command> Command::set_nx(std::initializer_list<std::string_view> argv) {
+  auto c = make(nullptr, argv);
+  std::const_pointer_cast<Command>(c)->expect_ = Expect::set_nx;
+  return c;
+}
+
+bool Command::expects(const Reply& reply) const {
+  switch (expect_) {
+    case Expect::any:
+      return true;
+    case Expect::set_nx:
+      return reply.is_status("OK") || reply.type == Reply::Type::nil;
+    case Expect::script:
+      return reply.type == Reply::Type::integer && reply.integer >= 0 && reply.integer <= script_->max_result;
+  }
+  return false;
 }
 
 std::shared_ptr<const Command> Command::plain(std::initializer_list<std::string_view> argv) {
@@ -95,6 +114,15 @@ struct WriteRequest {
 
 constexpr std::uint64_t no_deadline = std::numeric_limits<std::uint64_t>::max();
 constexpr std::size_t read_buffer_size = std::size_t{64} * 1024;
+// No reply to anything we send is near this; more unparsed bytes than this
+// means the master is broken or hostile.
+constexpr std::size_t max_buffered_reply = std::size_t{1} << 20;
+// INFO's uptime above this (about 100 years) is not a real uptime.
+constexpr long long max_uptime_seconds = 100LL * 365 * 24 * 3600;
+
+std::uint64_t after(std::uint64_t now, std::chrono::milliseconds d) {
+  return now + static_cast<std::uint64_t>(d.count());
+}
 
 Master* owner_of_stream(const uv_stream_t* stream) {
   return static_cast<const Master::Socket*>(stream->data)->owner;
@@ -138,7 +166,11 @@ Master::Master(uv_loop_t* loop, MasterConfig config, std::uint64_t seed)
 }
 
 // A lookup still in flight is abandoned with lookup_: its thread ends on its own.
-Master::~Master() = default;
+Master::~Master() {
+  // What the caller issued before closing (an unlock, a release) still goes
+  // out, best effort: the kernel sends it before the FIN.
+  if (connected() && !out_.empty()) send_now(out_.data(), out_.size());
+}
 
 bool Master::voting() const {
   if (state_ != State::ready || !is_master_) return false;
@@ -149,22 +181,34 @@ bool Master::voting() const {
   return up >= config_.restart_quarantine + std::chrono::seconds{1};
 }
 
-void Master::send(std::shared_ptr<const Command> command, std::weak_ptr<ReplyHandler> handler) {
-  std::uint64_t deadline = uv_now(loop_) + static_cast<std::uint64_t>(config_.command_timeout.count());
-  Pending p{std::move(command), std::move(handler), deadline, {}};
+void Master::send(std::shared_ptr<const Command> command, std::weak_ptr<ReplyHandler> handler,
+                  std::chrono::milliseconds patience) {
+  std::uint64_t now = uv_now(loop_);
+  std::uint64_t vote_deadline = after(now, config_.command_timeout);
+  Pending p{std::move(command), std::move(handler), vote_deadline,
+            std::max(vote_deadline, after(now, patience))};
   if (connected()) {
     out_ += p.command->encoded();
+    p.stage = Stage::buffered;
     uv_prepare_start(flusher_.get(), [](uv_prepare_t* h) { owner_of<Master>(h)->flush(); });
-  } else {
-    p.unsent.assign(p.command->encoded());
   }
   pending_.push_back(std::move(p));
-  arm_timer();  // cheap: it keeps a timer that is already due early enough
+  if (!connected()) arm_timer();  // a buffered command has no deadline until it is written
 }
 
 void Master::flush() {
   uv_prepare_stop(flusher_.get());
   if (out_.empty() || !connected()) return;
+  // The buffered commands (the tail of pending_) are written now: their
+  // deadlines start here, not when they were issued (a caller that kept the
+  // loop busy since must not cost their votes).
+  uv_update_time(loop_);
+  std::uint64_t reply_deadline = after(uv_now(loop_), config_.command_timeout);
+  for (auto it = pending_.rbegin(); it != pending_.rend() && it->stage == Stage::buffered; ++it) {
+    it->stage = Stage::written;
+    it->reply_deadline = reply_deadline;
+  }
+  arm_timer();
   std::size_t written = 0;
   if (uv_stream_get_write_queue_size(&socket_->stream) == 0) {
     long sent = send_now(out_.data(), out_.size());
@@ -206,7 +250,7 @@ long Master::send_now(const char* data, std::size_t size) {
 }
 
 void Master::connect() {
-  connect_deadline_ = uv_now(loop_) + static_cast<std::uint64_t>(config_.connect_timeout.count());
+  connect_deadline_ = after(uv_now(loop_), config_.connect_timeout);
   const Endpoint& e = config_.endpoint;
   if (!e.unix_socket.empty()) {
     connect_unix();
@@ -327,33 +371,40 @@ void Master::start_handshake() {
   state_ = State::handshaking;
   const Endpoint& e = config_.endpoint;
   std::string bytes;
-  if (!e.password.empty()) {
-    if (e.username.empty()) {
-      append_command(bytes, {"AUTH", e.password});
-    } else {
-      append_command(bytes, {"AUTH", e.username, e.password});
-    }
-    handshake_.push_back(Step::auth);
+  // A user with an empty password still authenticates as that user (an ACL
+  // user may be "nopass"); without a user, no password means no AUTH.
+  if (!e.username.empty()) {
+    append_command(bytes, {"AUTH", e.username, e.password});
+    handshake_.push_back({Step::auth});
+  } else if (!e.password.empty()) {
+    append_command(bytes, {"AUTH", e.password});
+    handshake_.push_back({Step::auth});
   }
   if (e.database != 0) {
     std::string db = std::to_string(e.database);
     append_command(bytes, {"SELECT", db});
-    handshake_.push_back(Step::select);
+    handshake_.push_back({Step::select});
   }
   for (const Script* s : scripts::all) {
     append_command(bytes, {"SCRIPT", "LOAD", s->body});
-    handshake_.push_back(Step::load_script);
+    handshake_.push_back({Step::load_script, s});
   }
   // All of INFO (a few kB, once per connection) rather than sections: asking
   // for several sections at once needs Redis 7.
   append_command(bytes, {"INFO"});
-  handshake_.push_back(Step::info);
+  handshake_.push_back({Step::info});
   for (Pending& p : pending_) {
-    bytes += p.unsent;
-    p.unsent.clear();
+    assert(p.stage == Stage::queued);
+    bytes += p.rerun ? p.command->encoded_as_eval() : std::string(p.command->encoded());
+    p.stage = Stage::buffered;
   }
   out_ = std::move(bytes);
   flush();
+}
+
+// Something is owed a reply: a handshake step or a written command.
+bool Master::awaiting_reply() const {
+  return !handshake_.empty() || (!pending_.empty() && pending_.front().stage == Stage::written);
 }
 
 void Master::on_read(ssize_t nread, const uv_buf_t* buf) {
@@ -362,50 +413,99 @@ void Master::on_read(ssize_t nread, const uv_buf_t* buf) {
     drop(Failure::disconnected);
     return;
   }
+  if (!awaiting_reply()) {
+    protocol_error("sent bytes nobody asked for");
+    return;
+  }
   if (!reader_->feed(buf->base, static_cast<std::size_t>(nread))) {
-    drop(Failure::disconnected);
+    protocol_error(reader_->error());
     return;
   }
   std::uint64_t generation = generation_;
   while (generation == generation_) {
     std::optional<Reply> reply = reader_->next();
     if (!reply) {
-      if (!reader_->error().empty()) drop(Failure::disconnected);
+      if (!reader_->error().empty()) {
+        protocol_error(reader_->error());
+      } else if (reader_->buffered() > max_buffered_reply) {
+        protocol_error("a reply larger than any we ask for");
+      }
       return;
     }
     if (!handshake_.empty()) {
       on_handshake_reply(*reply);
-    } else {
+    } else if (!pending_.empty() && pending_.front().stage == Stage::written) {
       on_command_reply(*reply);
+    } else {
+      protocol_error("sent a reply nobody asked for");
     }
   }
 }
 
+// Reads what the socket already holds, without waiting: libuv runs timers
+// before it polls, so after a stall replies that came in time may sit unread
+// when a deadline fires.
+void Master::read_now() {
+  uv_os_fd_t fd = -1;
+  if (!connected() || uv_fileno(&socket_->handle, &fd) != 0) return;
+  std::uint64_t generation = generation_;
+  for (int i = 0; i < 16 && generation == generation_; ++i) {
+    ssize_t n = ::recv(fd, read_buffer_.data(), read_buffer_.size(), MSG_DONTWAIT);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
+    if (n <= 0) {
+      drop(Failure::disconnected);
+      return;
+    }
+    uv_buf_t buf = uv_buf_init(read_buffer_.data(), static_cast<unsigned>(n));
+    on_read(n, &buf);
+  }
+}
+
 void Master::on_handshake_reply(const Reply& reply) {
-  Step step = handshake_.front();
+  HandshakeStep step = handshake_.front();
   handshake_.pop_front();
   if (reply.is_error()) {
     // Wrong password, unknown database, scripting disabled: this master cannot vote.
-    warn("connection refused by the server, it does not vote: " + reply.str);
-    drop(Failure::disconnected);
+    refused("connection refused by the server, it does not vote: " + reply.str);
     return;
   }
-  switch (step) {
+  bool expected = false;
+  switch (step.step) {
     case Step::auth:
     case Step::select:
+      expected = reply.is_status("OK");
+      break;
     case Step::load_script:
+      expected = reply.type == Reply::Type::string && reply.str == step.script->sha1;
       break;
     case Step::info:
-      parse_info(reply.str);
+      expected = reply.type == Reply::Type::string;
+      if (expected) parse_info(reply.str);
       break;
+  }
+  if (!expected) {
+    protocol_error("answered the handshake with something Redis never sends");
+    return;
   }
   if (handshake_.empty()) {
     state_ = State::ready;
     connected_at_ = std::chrono::steady_clock::now();
     ++connections_;
-    backoff_.reset();
+    last_refusal_.clear();
     arm_timer();
   }
+}
+
+// A refused handshake is said once per change, not once per reconnect.
+void Master::refused(const std::string& why) {
+  if (why != last_refusal_) warn(why);
+  last_refusal_ = why;
+  drop(Failure::disconnected);
+}
+
+void Master::protocol_error(const std::string& why) {
+  refused("protocol error, connection dropped: " + why);
 }
 
 void Master::parse_info(const std::string& info) {
@@ -420,7 +520,13 @@ void Master::parse_info(const std::string& info) {
   run_id_ = field("run_id");
   std::string uptime = field("uptime_in_seconds");
   long long seconds = 0;
-  std::from_chars(uptime.data(), uptime.data() + uptime.size(), seconds);  // 0 if unreadable
+  auto [end, ec] = std::from_chars(uptime.data(), uptime.data() + uptime.size(), seconds);
+  if (ec != std::errc{} || end != uptime.data() + uptime.size() || seconds < 0 ||
+      seconds > max_uptime_seconds) {
+    // Unreadable counts as just started: the quarantine errs on the safe side.
+    if (config_.restart_quarantine.count() > 0) warn("uptime_in_seconds '" + uptime + "' is not an uptime");
+    seconds = 0;
+  }
   uptime_at_connect_ = std::chrono::seconds{seconds};
 
   std::string role = field("role");
@@ -443,28 +549,46 @@ void Master::warn(const std::string& message) const {
 }
 
 void Master::on_command_reply(const Reply& reply) {
-  if (pending_.empty()) {
-    drop(Failure::disconnected);  // a reply nobody asked for: the stream is out of step
-    return;
-  }
   Pending p = std::move(pending_.front());
   pending_.pop_front();
-  if (p.answered) {
-    arm_timer();
-    return;
-  }
   if (reply.is_error() && reply.error_code() == "NOSCRIPT" && p.command->script()) {
-    // The scripts were flushed. EVAL runs it and caches it again for the
-    // EVALSHAs that follow. The re-run keeps its place in deadline order.
-    p.deadline = std::max(p.deadline, pending_.empty() ? p.deadline : pending_.back().deadline);
-    out_ += p.command->encoded_as_eval();
-    pending_.push_back(std::move(p));
-    flush();
-    arm_timer();
+    if (on_noscript(p)) return;
+  } else if (!reply.is_error() && !p.command->expects(reply)) {
+    // A yes in the wrong shape is not a yes: the master is broken or hostile.
+    pending_.push_front(std::move(p));
+    protocol_error("answered '" + (reply.str.empty() ? std::to_string(reply.integer) : reply.str) +
+                   "', which that command never gets");
     return;
+  } else if (!reply.is_error()) {
+    backoff_.reset();  // a good reply: this connection has proved itself
   }
   arm_timer();
   deliver(p, &reply, Failure::disconnected);
+}
+
+// The master lost its scripts (SCRIPT FLUSH, or a restart behind a proxy).
+// Nothing may run out of the order it was issued on one connection: the
+// commands written after this one have run already, so re-running it after
+// them could, say, delete the key a retry's SET just took. It runs again with
+// EVAL only when nothing was written after it, at most once; otherwise its
+// vote fails (a release not run leaves the key to its ttl, which is safe) and
+// SCRIPT LOAD restores the cache for the commands that follow. True when
+// `p` was re-sent.
+bool Master::on_noscript(Pending& p) {
+  if (!p.rerun && pending_.empty() && out_.empty()) {
+    p.rerun = true;
+    p.stage = Stage::buffered;
+    out_ += p.command->encoded_as_eval();
+    pending_.push_back(std::move(p));
+    flush();
+    return true;
+  }
+  if (p.rerun) warn("answered NOSCRIPT to EVAL: a failed vote");
+  const Script& script = *p.command->script();
+  send(Command::plain({"SCRIPT", "LOAD", script.body}), {});
+  arm_timer();
+  deliver(p, nullptr, Failure::unusable);
+  return true;
 }
 
 void Master::deliver(Pending& p, const Reply* reply, Failure why) {
@@ -480,6 +604,7 @@ void Master::deliver(Pending& p, const Reply* reply, Failure why) {
 }
 
 void Master::drop(Failure why) {
+  bool was_ready = state_ == State::ready;
   socket_.reset();
   reader_.reset();
   ++generation_;
@@ -487,9 +612,31 @@ void Master::drop(Failure why) {
   out_.clear();
   uv_prepare_stop(flusher_.get());
   state_ = State::backing_off;
+  // A connection that stayed up a while proved itself even without a reply.
+  if (was_ready && std::chrono::steady_clock::now() - connected_at_ >= config_.reconnect_cap)
+    backoff_.reset();
   schedule_reconnect();
+  // Written commands fail (they may still have run). A release with patience
+  // left goes again on the next connection: deleting our own value twice is
+  // harmless, and a vote it might undo was counted as failed. Commands never
+  // written wait for the next connection, in order, until their deadlines.
   std::deque<Pending> failed;
-  failed.swap(pending_);
+  std::deque<Pending> waiting;
+  std::uint64_t now = uv_now(loop_);
+  for (Pending& p : pending_) {
+    bool written = p.stage == Stage::written;
+    p.stage = Stage::queued;
+    if (!written) {
+      waiting.push_back(std::move(p));
+      continue;
+    }
+    if (p.give_up > now) {
+      waiting.push_back(p);
+      waiting.back().answered = true;  // its vote fails below
+    }
+    failed.push_back(std::move(p));
+  }
+  pending_.swap(waiting);
   arm_timer();
   // The first command timed out; the rest lost their connection with it.
   bool first = true;
@@ -510,11 +657,17 @@ void Master::schedule_reconnect() {
 void Master::arm_timer() {
   std::uint64_t next = no_deadline;
   if (state_ != State::ready && state_ != State::backing_off) next = connect_deadline_;
-  // Entries answered during the handshake come first and wait for no deadline.
-  for (const Pending& p : pending_) {
-    if (p.answered) continue;
-    next = std::min(next, p.deadline);
-    break;
+  if (connected()) {
+    // Written commands' deadlines grow along the FIFO; entries answered
+    // during the handshake come first and wait for no deadline.
+    for (const Pending& p : pending_) {
+      if (p.stage != Stage::written) break;
+      if (p.answered) continue;
+      next = std::min(next, p.reply_deadline);
+      break;
+    }
+  } else {
+    for (const Pending& p : pending_) next = std::min(next, p.answered ? p.give_up : p.vote_deadline);
   }
   // Deadlines only grow along the FIFO, so a timer already due no later than
   // `next` may stay: when it fires early, on_timer() finds nothing and
@@ -530,8 +683,8 @@ void Master::fail_expired_in_handshake(std::uint64_t now) {
   // Their replies are still due: each entry stays, answered, to keep the FIFO in step.
   std::vector<std::weak_ptr<ReplyHandler>> expired;
   for (Pending& p : pending_) {
+    if (p.stage != Stage::written || p.reply_deadline > now) break;
     if (p.answered) continue;
-    if (p.deadline > now) break;
     p.answered = true;
     expired.push_back(p.handler);
   }
@@ -543,14 +696,22 @@ void Master::fail_expired_in_handshake(std::uint64_t now) {
 
 void Master::on_timer() {
   timer_due_ = 0;
+  // Replies that arrived in time but were not read yet (the loop stalled)
+  // count before any deadline does.
+  read_now();
   std::uint64_t now = uv_now(loop_);
   bool setting_up = state_ != State::ready && state_ != State::backing_off;
   if (setting_up && now >= connect_deadline_) {
     drop(Failure::timeout);
     return;
   }
-  auto first = std::find_if(pending_.begin(), pending_.end(), [](const Pending& p) { return !p.answered; });
-  if (first != pending_.end() && first->deadline <= now) {
+  if (!connected()) {
+    expire_queued(now);
+    return;
+  }
+  auto first = std::find_if(pending_.begin(), pending_.end(),
+                            [](const Pending& p) { return p.stage != Stage::written || !p.answered; });
+  if (first != pending_.end() && first->stage == Stage::written && first->reply_deadline <= now) {
     // The handshake has its own deadline (connect_timeout): a command that
     // expires meanwhile fails, but the connection stays.
     if (state_ == State::handshaking) {
@@ -559,21 +720,29 @@ void Master::on_timer() {
     }
     // A master that missed its deadline may still answer; drop the connection
     // so that late replies can't be matched to the wrong command.
-    if (connected()) {
-      drop(Failure::timeout);
-      return;
-    }
-    // Nothing was written yet: only the expired commands fail.
-    std::deque<Pending> expired;
-    while (!pending_.empty() && pending_.front().deadline <= now) {
-      expired.push_back(std::move(pending_.front()));
-      pending_.pop_front();
-    }
-    arm_timer();
-    for (Pending& p : expired) deliver(p, nullptr, Failure::timeout);
+    drop(Failure::timeout);
     return;
   }
   arm_timer();
+}
+
+// Without a connection: a command whose vote deadline passed fails its vote
+// but keeps its bytes queued until it gives up (releases wait longer); the
+// order of what stays is kept.
+void Master::expire_queued(std::uint64_t now) {
+  std::vector<std::weak_ptr<ReplyHandler>> failed;
+  for (Pending& p : pending_) {
+    if (p.answered || p.vote_deadline > now) continue;
+    p.answered = true;
+    failed.push_back(p.handler);
+  }
+  pending_.erase(std::remove_if(pending_.begin(), pending_.end(),
+                                [now](const Pending& p) { return p.answered && p.give_up <= now; }),
+                 pending_.end());
+  arm_timer();
+  for (auto& weak : failed) {
+    if (auto handler = weak.lock()) handler->on_failure(*this, Failure::timeout);
+  }
 }
 
 }  // namespace redlock

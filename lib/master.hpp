@@ -28,8 +28,14 @@ class Master;
 /// pending entries of a round (a NOSCRIPT answer re-runs it with EVAL).
 class Command {
  public:
+  /// The replies a command can get besides an error reply; anything else is a
+  /// protocol error (the master is broken or hostile).
+  enum class Expect { any, set_nx, script };
+
   /// `argv` is the whole command.
   static std::shared_ptr<const Command> plain(std::initializer_list<std::string_view> argv);
+  /// SET key value NX PX ttl: answered OK or nil.
+  static std::shared_ptr<const Command> set_nx(std::initializer_list<std::string_view> argv);
   /// Runs `script` with EVALSHA; `argv` is KEYS[1] and then ARGV.
   static std::shared_ptr<const Command> script(const Script& script,
                                                std::initializer_list<std::string_view> argv);
@@ -39,6 +45,8 @@ class Command {
 
   std::string_view encoded() const { return encoded_.bytes(); }
   const Script* script() const { return script_; }
+  /// Whether `reply` (not an error) is one this command can get.
+  bool expects(const Reply& reply) const;
   /// The EVAL form, for a master that lost its scripts.
   std::string encoded_as_eval() const;
 
@@ -47,6 +55,7 @@ class Command {
   static std::shared_ptr<const Command> make(const Script* script, const Args& argv);
 
   const Script* script_ = nullptr;
+  Expect expect_ = Expect::any;
   Encoded encoded_;
 };
 
@@ -54,6 +63,7 @@ class Command {
 enum class Failure {
   timeout,       // command_timeout passed; the connection was dropped
   disconnected,  // the connection failed or was lost before the reply
+  unusable,      // answered NOSCRIPT and could not run again in order
 };
 
 /// Receives the answer to a command. Held weakly: when the receiver is gone
@@ -94,9 +104,17 @@ class Master {
   Master(const Master&) = delete;
   Master& operator=(const Master&) = delete;
 
-  /// Queues `command`; its deadline runs from now. Never answers inside this
-  /// call. An empty handler means nobody waits for the answer.
-  void send(std::shared_ptr<const Command> command, std::weak_ptr<ReplyHandler> handler);
+  /// Queues `command`. Never answers inside this call. An empty handler means
+  /// nobody waits for the answer.
+  ///
+  /// Deadlines: a command waiting for a connection fails command_timeout after
+  /// this call (a slow connect is a slow vote); once its bytes are handed to a
+  /// connected socket it has command_timeout from then for its reply, so a
+  /// loop kept busy by the caller costs no vote. `patience` > 0 keeps the
+  /// bytes queued that long for a connection even after the vote failed:
+  /// releases, which must reach a master that comes back.
+  void send(std::shared_ptr<const Command> command, std::weak_ptr<ReplyHandler> handler,
+            std::chrono::milliseconds patience = {});
   /// Writes what is buffered now rather than before the next poll.
   void flush();
 
@@ -117,16 +135,24 @@ class Master {
   };
 
  private:
+  // Where a command is: waiting for a connection, in out_ (the next write),
+  // or written to the live connection. While connected, pending_ holds the
+  // written commands and then the buffered ones; otherwise only queued ones.
+  enum class Stage { queued, buffered, written };
   struct Pending {
     std::shared_ptr<const Command> command;
     std::weak_ptr<ReplyHandler> handler;
-    std::uint64_t deadline;  // uv_now() milliseconds
-    std::string unsent;      // the encoded command while no connection carries it
-    bool answered = false;   // failed by its deadline during the handshake; the reply is still due
+    std::uint64_t vote_deadline;     // queued: when its vote fails (uv_now() ms)
+    std::uint64_t give_up;           // queued: when its bytes are dropped unsent
+    std::uint64_t reply_deadline{};  // written: when its reply is late
+    Stage stage = Stage::queued;
+    bool answered = false;  // its handler has been told; a reply may still be due
+    bool rerun = false;     // already re-sent with EVAL after NOSCRIPT
   };
   enum class Step { auth, select, load_script, info };
 
   bool connected() const { return state_ == State::handshaking || state_ == State::ready; }
+  bool awaiting_reply() const;
 
   void connect();
   void resolve();
@@ -142,14 +168,19 @@ class Master {
   void on_connected(int status);
   void start_handshake();
   void on_read(ssize_t nread, const uv_buf_t* buf);
+  void read_now();
   void on_handshake_reply(const Reply& reply);
   void on_command_reply(const Reply& reply);
+  bool on_noscript(Pending& p);
   void parse_info(const std::string& info);
   void warn(const std::string& message) const;
+  void refused(const std::string& why);
+  void protocol_error(const std::string& why);
   void drop(Failure why);
   void schedule_reconnect();
   void arm_timer();
   void on_timer();
+  void expire_queued(std::uint64_t now);
   long send_now(const char* data, std::size_t size);
   void deliver(Pending& p, const Reply* reply, Failure why);
 
@@ -175,7 +206,11 @@ class Master {
   std::unique_ptr<ReplyReader> reader_;
   std::uint64_t generation_ = 0;  // bumped per connection, to notice a drop mid-read
 
-  std::deque<Step> handshake_;
+  struct HandshakeStep {
+    Step step;
+    const Script* script = nullptr;  // load_script: the one being loaded
+  };
+  std::deque<HandshakeStep> handshake_;
   std::deque<Pending> pending_;
   std::string out_;  // bytes for the live connection, written before the next poll
   std::vector<char> read_buffer_;
@@ -191,6 +226,7 @@ class Master {
   std::chrono::milliseconds uptime_at_connect_{0};
   std::chrono::steady_clock::time_point connected_at_{};
   std::uint64_t connections_ = 0;
+  std::string last_refusal_;  // the last handshake diagnostic, said once per change
 };
 
 }  // namespace redlock

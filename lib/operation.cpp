@@ -26,7 +26,7 @@ std::shared_ptr<const Command> Operation::make_command() const {
   std::string ttl = std::to_string(ttl_.count());
   switch (kind_) {
     case Kind::acquire:
-      return Command::plain({"SET", key_, lock_.value, "NX", "PX", ttl});
+      return Command::set_nx({"SET", key_, lock_.value, "NX", "PX", ttl});
     case Kind::extend:
       return Command::script(scripts::extend, {key_, lock_.value, ttl});
     case Kind::continue_lock:
@@ -52,7 +52,25 @@ void Operation::attempt() {
     lost(errc::not_held);
     return;
   }
-  round_ = Round::start(context_.masters, command_, t0, [this](const Outcome& o) { on_decided(o); });
+  auto decided = [this](const Outcome& o) { on_decided(o); };
+  if (kind_ == Kind::unlock) {
+    round_ = Round::start(context_.masters, command_, t0, std::move(decided), Decide::answered,
+                          release_patience());
+  } else if (kind_ == Kind::continue_lock) {
+    round_ = Round::start(context_.masters, command_, t0, std::move(decided), Decide::renewal);
+  } else {
+    round_ = Round::start(context_.masters, command_, t0, std::move(decided));
+  }
+}
+
+// How long a release waits for a master to come back. A key of ours lives at
+// most its ttl after the command that set it ran; for unlock, what is left of
+// the lock's validity plus a connect. (A master paused with our SET unread
+// runs it whenever it resumes: no bound covers that; the key then lives its ttl.)
+milliseconds Operation::release_patience() const {
+  if (kind_ != Kind::unlock) return ttl_;
+  auto left = std::chrono::duration_cast<milliseconds>(lock_.valid_until - context_.clock.now());
+  return std::max(left, milliseconds{0}) + context_.options.connect_timeout;
 }
 
 void Operation::on_decided(const Outcome& outcome) {
@@ -68,15 +86,20 @@ void Operation::on_decided(const Outcome& outcome) {
       }
       break;
     case Kind::extend:
-    case Kind::continue_lock:
+    case Kind::continue_lock: {
       if (!still_valid) {
         lost(outcome.error == errc::unavailable ? errc::unavailable : errc::not_held);
         return;
       }
-      // Held without a gap only if this round began before the old lock ran
-      // out; an extend that succeeded always was.
-      lock_.continued = kind_ == Kind::extend || outcome.t0 < lock_.valid_until;
+      // continue_lock held it without a gap only if a majority renewed our
+      // existing value (not re-created it) in a round that began before the
+      // old lock ran out: a re-created key says nothing about who held it
+      // meanwhile. An extend never re-creates, so one that succeeded always was.
+      int majority = quorum::majority(static_cast<int>(context_.masters.size()));
+      lock_.continued =
+          kind_ == Kind::extend || (outcome.t0 < lock_.valid_until && outcome.tally.renewed >= majority);
       break;
+    }
     case Kind::unlock:
       if (!outcome.reached) {
         finish(outcome.error == errc::unavailable ? errc::unavailable : errc::not_held);
@@ -90,7 +113,7 @@ void Operation::on_decided(const Outcome& outcome) {
 }
 
 void Operation::attempt_failed(errc error) {
-  release_everywhere();
+  release_everywhere(lock_.value);
   if (attempts_left_ <= 0) {
     finish(error);
     return;
@@ -104,17 +127,18 @@ void Operation::attempt_failed(errc error) {
 }
 
 void Operation::lost(errc error) {
-  release_everywhere();
+  release_everywhere(lock_.value);
   finish(error);
 }
 
 // Sent to every master, including those that have not answered: a command
 // that timed out may still have run, and a late yes must not leave our key.
-// Written now, before the caller hears of the failure.
-void Operation::release_everywhere() {
-  auto command = Command::script(scripts::unlock, {key_, lock_.value});
+// Written now, before the caller hears of the failure; a master that is down
+// gets it when it comes back, within release_patience().
+void Operation::release_everywhere(std::string_view value) {
+  auto command = Command::script(scripts::unlock, {key_, value});
   for (const auto& m : context_.masters) {
-    m->send(command, {});
+    m->send(command, {}, release_patience());
     m->flush();
   }
 }
@@ -126,15 +150,28 @@ void Operation::finish(std::error_code error) {
   Lock lock = error ? Lock{} : std::move(lock_);
   // One closure answers the caller and then frees this operation (we may be
   // deep inside its own call stack now).
-  context_.post([cb = std::move(cb), error, lock = std::move(lock), self = context_.retire(*this)]() mutable {
-    cb(error, std::move(lock));
+  context_.post([cb = std::move(cb), error, lock = std::move(lock), self = context_.retire(*this),
+                 alive = context_.alive()]() mutable {
+    if (!error && self && !alive.expired()) error = self->check_on_arrival(lock);
+    cb(error, error ? Lock{} : std::move(lock));
   });
 }
 
+// The answer runs on a later loop turn than the decision. If the caller's
+// loop stalled in between, the lock may have run out: never hand over a dead
+// lock, release it instead.
+std::error_code Operation::check_on_arrival(const Lock& lock) {
+  if (kind_ == Kind::unlock || context_.clock.now() < lock.valid_until) return {};
+  release_everywhere(lock.value);
+  return make_error_code(kind_ == Kind::acquire ? errc::unavailable : errc::not_held);
+}
+
 void Operation::cancel() {
-  // A SET, extend or continue already written may still succeed; whoever
-  // waits for this resource must not wait out its ttl.
-  if (round_ && kind_ != Kind::unlock) release_everywhere();
+  // A SET already written may still succeed; whoever waits for this resource
+  // must not wait out its ttl. An extend or continue_lock in flight is not
+  // released: the caller still holds the lock it had, valid until its
+  // valid_until, and must not find it deleted under it.
+  if (round_ && kind_ == Kind::acquire) release_everywhere(lock_.value);
   round_.reset();
   retry_timer_.close();
   if (!cb_) return;

@@ -35,6 +35,9 @@ class Context {
   /// that the posted answer can carry it and destroy it after running.
   virtual std::shared_ptr<Operation> retire(Operation& op) = 0;
 
+  /// Expires when the Context is destroyed: for answers that run after it.
+  std::weak_ptr<const bool> alive() const { return alive_; }
+
   uv_loop_t* const loop;
   const Options options;
   const ClockSource clock;
@@ -42,6 +45,9 @@ class Context {
   // masters is declared last among the shared state: a Master's callbacks
   // reach operations, which use everything above.
   std::vector<std::unique_ptr<Master>> masters;
+
+ private:
+  std::shared_ptr<const bool> alive_ = std::make_shared<const bool>(true);
 };
 
 /// One user call: lock (several attempts), try_lock (one), extend,
@@ -73,8 +79,10 @@ class Operation {
   void on_acquire_decided(const Outcome& outcome);
   void attempt_failed(errc error);
   void lost(errc error);
-  void release_everywhere();
+  milliseconds release_patience() const;
+  void release_everywhere(std::string_view value);
   void finish(std::error_code error);
+  std::error_code check_on_arrival(const Lock& lock);
 
   Context& context_;
   Kind kind_;

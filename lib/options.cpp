@@ -1,7 +1,13 @@
 #include <redlock/options.hpp>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+
+#include <algorithm>
 #include <cctype>
 #include <charconv>
+#include <cstdint>
+#include <limits>
 #include <set>
 #include <stdexcept>
 #include <string>
@@ -38,17 +44,67 @@ std::string percent_decode(std::string_view uri, std::string_view text) {
   return out;
 }
 
+bool is_digit(char c) {
+  return c >= '0' && c <= '9';
+}
+
+// Plain decimal digits only: from_chars alone would also take a sign ("-0").
 int parse_number(std::string_view uri, std::string_view text, int min, int max, const char* what) {
   int value = 0;
   auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
-  if (text.empty() || ec != std::errc{} || end != text.data() + text.size() || value < min || value > max) {
-    bad_uri(uri, std::string(what) + " must be a number from " + std::to_string(min) + " to " +
+  bool digits = !text.empty() && std::all_of(text.begin(), text.end(), is_digit);
+  if (!digits || ec != std::errc{} || end != text.data() + text.size() || value < min || value > max) {
+    bad_uri(uri, std::string(what) + " must be decimal digits, from " + std::to_string(min) + " to " +
                      std::to_string(max));
   }
   return value;
 }
 
+// RFC 3986 ends the URI at '#', so a raw one is never part of a password or a
+// path; we have no use for a fragment either.
+void refuse_fragment(std::string_view uri, std::string_view rest) {
+  if (rest.find('#') != std::string_view::npos) {
+    bad_uri(uri, "a fragment (#...) is not allowed; write a # in a password or path as %23");
+  }
+}
+
+// A query ends the authority and the path just as '#' does; redis:// takes no
+// parameters, the database goes in the path.
+void refuse_query(std::string_view uri, std::string_view rest) {
+  if (rest.find('?') != std::string_view::npos) {
+    bad_uri(uri,
+            "a query (?...) is not supported in redis:// URIs; give the database as redis://host/N, "
+            "and write a ? in a password as %3F");
+  }
+}
+
+// inet_pton is exactly the IPv6 grammar. Zone ids (fe80::1%25eth0) are refused:
+// we could not pass them on to the connect anyway.
+std::string parse_ip_literal(std::string_view uri, std::string_view inside) {
+  std::string text(inside);
+  in6_addr unused{};
+  if (inet_pton(AF_INET6, text.c_str(), &unused) != 1) bad_uri(uri, "[" + text + "] is not an IPv6 address");
+  return text;
+}
+
+bool is_host_name_char(char c) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || is_digit(c) || c == '-' || c == '.' || c == '_';
+}
+
+// A name or an IPv4 address; the connect parses or resolves it, so only the characters are checked here.
+std::string parse_host_name(std::string_view uri, std::string_view name) {
+  if (name.find(':') != std::string_view::npos) bad_uri(uri, "an IPv6 host must be in brackets");
+  if (name.empty()) bad_uri(uri, "no host");
+  for (char c : name) {
+    if (!is_host_name_char(c)) {
+      bad_uri(uri, std::string("the host may hold only letters, digits, '-', '.' and '_', not '") + c + "'");
+    }
+  }
+  return std::string(name);
+}
+
 Endpoint parse_unix(std::string_view uri, std::string_view rest) {
+  refuse_fragment(uri, rest);
   Endpoint e;
   auto query = rest.find('?');
   std::string_view path = rest.substr(0, query);
@@ -63,8 +119,14 @@ Endpoint parse_unix(std::string_view uri, std::string_view rest) {
 }
 
 Endpoint parse_tcp(std::string_view uri, std::string_view rest) {
+  refuse_fragment(uri, rest);
+  refuse_query(uri, rest);
   Endpoint e;
   auto slash = rest.find('/');
+  // The path ends the authority too: redis://u:p/w@h has no password "p/w".
+  if (slash != std::string_view::npos && rest.find('@', slash) != std::string_view::npos) {
+    bad_uri(uri, "an @ after the first /; write a / in a password as %2F");
+  }
   std::string_view authority = rest.substr(0, slash);
   if (slash != std::string_view::npos) {
     std::string_view db = rest.substr(slash + 1);
@@ -79,6 +141,7 @@ Endpoint parse_tcp(std::string_view uri, std::string_view rest) {
       // redis://secret@host is the common shorthand for a password alone.
       e.password = percent_decode(uri, userinfo);
     } else {
+      // redis://alice:@host is a username with an empty password, not a password "alice".
       e.username = percent_decode(uri, userinfo.substr(0, colon));
       e.password = percent_decode(uri, userinfo.substr(colon + 1));
     }
@@ -87,7 +150,7 @@ Endpoint parse_tcp(std::string_view uri, std::string_view rest) {
   if (!authority.empty() && authority.front() == '[') {
     auto close = authority.find(']');
     if (close == std::string_view::npos) bad_uri(uri, "unterminated [ in the host");
-    e.host = std::string(authority.substr(1, close - 1));
+    e.host = parse_ip_literal(uri, authority.substr(1, close - 1));
     std::string_view after = authority.substr(close + 1);
     if (!after.empty()) {
       if (after.front() != ':') bad_uri(uri, "unexpected text after ]");
@@ -96,20 +159,27 @@ Endpoint parse_tcp(std::string_view uri, std::string_view rest) {
     }
   } else {
     auto colon = authority.rfind(':');
-    e.host = std::string(authority.substr(0, colon));
     if (colon != std::string_view::npos) {
       port = authority.substr(colon + 1);
       if (port.empty()) bad_uri(uri, "empty port");
     }
-    if (e.host.find(':') != std::string::npos) bad_uri(uri, "an IPv6 host must be in brackets");
+    e.host = parse_host_name(uri, authority.substr(0, colon));
   }
-  if (e.host.empty()) bad_uri(uri, "no host");
   if (!port.empty()) e.port = parse_number(uri, port, 1, 65535, "the port");
   return e;
 }
 
 void require(bool ok, const std::string& message) {
   if (!ok) throw std::invalid_argument("redlock::Options: " + message);
+}
+
+// The largest ttl a Client takes (client.cpp's max_ttl) bounds every duration
+// option too; validate() says why that is enough.
+constexpr milliseconds max_duration{std::numeric_limits<std::int32_t>::max()};
+
+void require_at_most_max(milliseconds value, const char* field) {
+  require(value <= max_duration,
+          std::string(field) + " must be at most " + std::to_string(max_duration.count()) + " ms");
 }
 
 }  // namespace
@@ -139,6 +209,20 @@ std::string Endpoint::to_string() const {
          (database ? "/" + std::to_string(database) : "");
 }
 
+// Every duration option is bounded by max_duration (2^31-1 ms, about 24.8
+// days), as a ttl is (the Client checks it before any arithmetic), and
+// drift_factor is below 1. With that, no duration sum in lib/ can overflow
+// int64 milliseconds, microseconds or nanoseconds; each was read and has room
+// to spare:
+// - quorum::drift: ttl * factor + drift_constant < 2^32 ms = 4.3e12 us.
+// - quorum::valid_until: t0 + ttl - drift, in steady_clock nanoseconds:
+//   t0 + 2.2e15 ns - 4.3e15 ns, where int64 nanoseconds last 292 years.
+// - Operation::attempt_failed: retry_delay + jitter < 2^32 ms, and libuv
+//   clamps uv_now() + timeout itself.
+// - Master::send and Master::connect: uv_now() + command_timeout or
+//   connect_timeout, uint64 milliseconds, < 2^31 ms added to the loop's clock.
+// - Master: restart_quarantine + 1 s, in milliseconds.
+// Raising the bound means reading these again.
 void Options::validate() const {
   require(!masters.empty(), "masters: at least one master is required");
   std::set<std::tuple<std::string, int, std::string>> seen;
@@ -156,13 +240,19 @@ void Options::validate() const {
     require(seen.insert(key).second, where + ": duplicate endpoint (one server would vote twice)");
   }
   require(connect_timeout.count() > 0, "connect_timeout must be positive");
+  require_at_most_max(connect_timeout, "connect_timeout");
   require(command_timeout.count() > 0, "command_timeout must be positive");
+  require_at_most_max(command_timeout, "command_timeout");
   require(retry_count >= 0 && retry_count <= 1000000, "retry_count must be 0-1000000");
   require(retry_delay.count() >= 0, "retry_delay must not be negative");
+  require_at_most_max(retry_delay, "retry_delay");
   require(retry_jitter.count() >= 0, "retry_jitter must not be negative");
+  require_at_most_max(retry_jitter, "retry_jitter");
   require(drift_factor >= 0.0 && drift_factor < 1.0, "drift_factor must be in [0, 1)");
   require(drift_constant.count() >= 0, "drift_constant must not be negative");
+  require_at_most_max(drift_constant, "drift_constant");
   require(restart_quarantine.count() >= 0, "restart_quarantine must not be negative");
+  require_at_most_max(restart_quarantine, "restart_quarantine");
 }
 
 }  // namespace redlock

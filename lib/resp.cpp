@@ -78,6 +78,7 @@ std::string replace_first_arguments(std::string_view encoded, const std::vector<
 struct ReplyReader::Parser {
   redisReader* reader = nullptr;
   Reply root;
+  bool too_large = false;
 
   static Reply* slot(const redisReadTask* task) {
     if (!task->parent) return &static_cast<Parser*>(task->privdata)->root;
@@ -103,6 +104,10 @@ struct ReplyReader::Parser {
   }
 
   static void* create_array(const redisReadTask* task, int elements) {
+    if (elements > max_elements) {
+      static_cast<Parser*>(task->privdata)->too_large = true;
+      return nullptr;  // hiredis stops with an error
+    }
     Reply* r = slot(task);
     r->type = Reply::Type::array;
     r->elements.assign(static_cast<std::size_t>(elements > 0 ? elements : 0), Reply{});
@@ -143,6 +148,10 @@ ReplyReader::ReplyReader() : parser_(std::make_unique<Parser>()) {
 
 ReplyReader::~ReplyReader() = default;
 
+std::size_t ReplyReader::buffered() const {
+  return parser_->reader->len - parser_->reader->pos;
+}
+
 bool ReplyReader::feed(const char* data, std::size_t size) {
   if (!error_.empty()) return false;
   if (redisReaderFeed(parser_->reader, data, size) != REDIS_OK) {
@@ -156,7 +165,11 @@ std::optional<Reply> ReplyReader::next() {
   if (!error_.empty()) return std::nullopt;
   void* raw = nullptr;
   if (redisReaderGetReply(parser_->reader, &raw) != REDIS_OK) {
-    error_ = parser_->reader->errstr[0] ? parser_->reader->errstr : "protocol error";
+    if (parser_->too_large) {
+      error_ = "an aggregate of more than " + std::to_string(max_elements) + " elements";
+    } else {
+      error_ = parser_->reader->errstr[0] ? parser_->reader->errstr : "protocol error";
+    }
     return std::nullopt;
   }
   if (!raw) return std::nullopt;

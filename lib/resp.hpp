@@ -70,6 +70,12 @@ class ReplyReader {
   std::optional<Reply> next();
   /// Empty unless the stream violated the protocol.
   const std::string& error() const { return error_; }
+  /// Bytes fed but not yet parsed into a reply.
+  std::size_t buffered() const;
+
+  /// The most elements an aggregate may announce: no command we send gets a
+  /// large one, and the count must not size memory a master chose.
+  static constexpr long long max_elements = 1024;
 
  private:
   struct Parser;

@@ -23,15 +23,17 @@ Vote classify(const Reply& reply) {
   return Vote::failed;
 }
 
-Round::Round(Token, int n, TimePoint t0, Decided decided) : n_(n), t0_(t0), decided_(std::move(decided)) {
+Round::Round(Token, int n, TimePoint t0, Decided decided, Decide rule)
+    : n_(n), rule_(rule), t0_(t0), decided_(std::move(decided)) {
   if (static_cast<std::size_t>(n) > yes_inline_.size()) yes_overflow_.reserve(static_cast<std::size_t>(n));
 }
 
 std::shared_ptr<Round> Round::start(const std::vector<std::unique_ptr<Master>>& masters,
                                     const std::shared_ptr<const Command>& command, TimePoint t0,
-                                    Decided decided) {
-  auto round = std::make_shared<Round>(Token{}, static_cast<int>(masters.size()), t0, std::move(decided));
-  for (const auto& m : masters) m->send(command, round);
+                                    Decided decided, Decide rule, std::chrono::milliseconds patience) {
+  auto round =
+      std::make_shared<Round>(Token{}, static_cast<int>(masters.size()), t0, std::move(decided), rule);
+  for (const auto& m : masters) m->send(command, round, patience);
   return round;
 }
 
@@ -47,10 +49,13 @@ void Round::on_reply(const Master& from, const Reply& reply) {
                        std::any_of(begin, end, [&](const Master* m) { return m->run_id() == from.run_id(); });
     if (same_server) {
       vote = Vote::failed;
-    } else if (overflow) {
-      yes_overflow_.push_back(&from);
     } else {
-      yes_inline_[static_cast<std::size_t>(tally_.yes)] = &from;
+      if (overflow) {
+        yes_overflow_.push_back(&from);
+      } else {
+        yes_inline_[static_cast<std::size_t>(tally_.yes)] = &from;
+      }
+      if (reply.type == Reply::Type::integer && reply.integer == 1) ++tally_.renewed;
     }
   }
   count(vote);
@@ -76,10 +81,19 @@ void Round::count(Vote vote) {
   Outcome outcome;
   outcome.t0 = t0_;
   outcome.tally = tally_;
-  if (tally_.yes >= quorum::majority(n_)) {
+  int majority = quorum::majority(n_);
+  if (tally_.yes >= majority) {
+    int unanswered = n_ - tally_.yes - tally_.no - tally_.failed;
+    // Whether ownership was continuous must not depend on reply order.
+    if (rule_ == Decide::renewal && tally_.renewed < majority && tally_.renewed + unanswered >= majority)
+      return;
     outcome.reached = true;
   } else if (!quorum::still_possible(tally_.yes, tally_.no + tally_.failed, n_)) {
-    outcome.error = quorum::too_few_answered(tally_.failed, n_) ? errc::unavailable : errc::not_acquired;
+    bool unavailable = quorum::too_few_answered(tally_.failed, n_);
+    // "Not held" needs a majority that answered; until then a master still
+    // to answer may hold our value.
+    if (rule_ == Decide::answered && !unavailable && tally_.yes + tally_.no < majority) return;
+    outcome.error = unavailable ? errc::unavailable : errc::not_acquired;
   } else {
     return;
   }

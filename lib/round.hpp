@@ -25,6 +25,14 @@ struct Tally {
   int yes = 0;
   int no = 0;
   int failed = 0;
+  int renewed = 0;  // yes votes answered 1 by continue_lock: our existing value renewed
+};
+
+/// When a round may decide against a majority.
+enum class Decide {
+  early,     // as soon as a majority of yes became impossible
+  answered,  // only once a majority answered, or too many failed for one to (unlock)
+  renewal,   // early, but a yes waits until it is known whether a majority renewed (continue_lock)
 };
 
 /// What a round decided, at the moment it could.
@@ -47,9 +55,12 @@ class Round final : public ReplyHandler, public std::enable_shared_from_this<Rou
   /// Starts a round on `masters`; `decided` is called once, from a master's
   /// callback (never inside start()). The caller keeps the Round alive as
   /// long as it wants the decision.
+  /// `patience` is Master::send's: how long the command may wait for a
+  /// connection after its vote failed.
   static std::shared_ptr<Round> start(const std::vector<std::unique_ptr<Master>>& masters,
                                       const std::shared_ptr<const Command>& command, TimePoint t0,
-                                      Decided decided);
+                                      Decided decided, Decide rule = Decide::early,
+                                      std::chrono::milliseconds patience = {});
 
   void on_reply(const Master& from, const Reply& reply) override;
   void on_failure(const Master& from, Failure why) override;
@@ -57,12 +68,13 @@ class Round final : public ReplyHandler, public std::enable_shared_from_this<Rou
   const Tally& tally() const { return tally_; }
 
   struct Token {};  // make_shared needs a public constructor; only start() has a Token
-  Round(Token, int n, TimePoint t0, Decided decided);
+  Round(Token, int n, TimePoint t0, Decided decided, Decide rule);
 
  private:
   void count(Vote vote);
 
   int n_;
+  Decide rule_;
   TimePoint t0_;
   Decided decided_;
   Tally tally_;

@@ -7,6 +7,7 @@ const Script unlock{
     "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) end\n"
     "return 0\n",
     "3c878575892b1b569fd5e1a5ce04d480da65b703",
+    1,
 };
 
 const Script extend{
@@ -14,6 +15,7 @@ const Script extend{
     "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('pexpire', KEYS[1], ARGV[2]) end\n"
     "return 0\n",
     "e28affa6795dca0bd106a8a2442e4900bc5cf704",
+    1,
 };
 
 const Script continue_lock{
@@ -26,6 +28,7 @@ const Script continue_lock{
     "end\n"
     "return 0\n",
     "68f21fb17f65069c6b2a0d8558b0e59fad36040b",
+    2,
 };
 
 const std::array<const Script*, 3> all{&unlock, &extend, &continue_lock};

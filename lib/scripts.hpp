@@ -11,6 +11,7 @@ struct Script {
   std::string_view name;
   std::string_view body;
   std::string_view sha1;
+  long long max_result;  // it answers an integer from 0 to this
 };
 
 namespace scripts {

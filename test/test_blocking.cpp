@@ -4,6 +4,8 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdlib>
+#include <new>
 #include <thread>
 #include <vector>
 
@@ -109,4 +111,37 @@ TEST_CASE("the facade shuts down promptly with a master paused and commands pend
   auto took = std::chrono::steady_clock::now() - started;
   masters[2].resume();
   CHECK(took < scaled(2s));
+}
+
+// Fails the next allocation made off the main thread (the facade's loop
+// thread), once armed: how an allocation failure inside the loop is shown.
+namespace {
+std::atomic<int> fail_off_main{0};
+const std::thread::id main_thread = std::this_thread::get_id();
+}  // namespace
+
+void* operator new(std::size_t size) {
+  if (fail_off_main.load(std::memory_order_relaxed) > 0 && std::this_thread::get_id() != main_thread &&
+      fail_off_main.fetch_sub(1) > 0) {
+    throw std::bad_alloc();
+  }
+  if (void* p = std::malloc(size == 0 ? 1 : size)) return p;
+  throw std::bad_alloc();
+}
+void operator delete(void* p) noexcept {
+  std::free(p);
+}
+void operator delete(void* p, std::size_t) noexcept {
+  std::free(p);
+}
+
+TEST_CASE("an exception on the loop thread reaches the caller and the facade goes on", "[blocking]") {
+  Cluster masters(3);
+  Redlock redlock(masters.options());
+  REQUIRE(redlock.try_lock("warm", 10s));  // connected: the loop thread is idle now
+  fail_off_main = 1;
+  CHECK_THROWS_AS(redlock.try_lock("oom", 10s), std::bad_alloc);
+  CHECK(fail_off_main == 0);
+  Result<Lock> after = redlock.try_lock("oom", 10s);
+  CHECK(after);
 }

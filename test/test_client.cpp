@@ -4,11 +4,13 @@
 
 #include <chrono>
 #include <memory>
+#include <thread>
 #include <vector>
 
 #include "support/calls.hpp"
 #include "support/cluster.hpp"
 #include "support/eventually.hpp"
+#include "support/holders.hpp"
 #include "support/loop.hpp"
 
 using namespace redlock;
@@ -150,6 +152,150 @@ TEST_CASE("closing with an undecided acquisition releases what it may have taken
     CHECK(eventually([&] { return !masters[0].get("stuck"); }));
     CHECK(masters[1].get("stuck") == "someone");
     masters[2].resume();
+  }
+  REQUIRE(loop.close());
+}
+
+TEST_CASE("an unlock issued just before close or destruction still reaches every master", "[client]") {
+  Cluster masters(3);
+  LoopFixture loop;
+  {
+    auto client = std::make_unique<Client>(loop.get(), masters.options());
+    Answer a = try_lock(loop, *client, "closing", 30s);
+    REQUIRE_FALSE(a.error);
+    REQUIRE(held_everywhere(masters, "closing", a.lock.value));
+    std::error_code unlocked;
+    bool answered = false;
+    client->unlock(a.lock, [&](std::error_code e) {
+      unlocked = e;
+      answered = true;
+    });
+    SECTION("close") {
+      client->close(nullptr);
+    }
+    SECTION("destruction") {
+      client.reset();
+    }
+    REQUIRE(loop.run_until([&] { return answered; }, 5s));
+    CHECK(unlocked == errc::closed);          // the caller is not told how it went
+    CHECK(held_nowhere(masters, "closing"));  // but the masters got it
+  }
+  REQUIRE(loop.close());
+}
+
+TEST_CASE("close with an extend in flight leaves the caller's lock in place", "[client]") {
+  Cluster masters(3);
+  LoopFixture loop;
+  {
+    Client client(loop.get(), masters.options());
+    Answer a = try_lock(loop, client, "kept", 30s);
+    REQUIRE_FALSE(a.error);
+    REQUIRE(held_everywhere(masters, "kept", a.lock.value));
+    bool answered = false;
+    client.extend(a.lock, 30s, [&](std::error_code, Lock) { answered = true; });
+    client.close(nullptr);
+    REQUIRE(loop.run_until([&] { return answered; }, 5s));
+    REQUIRE(a.lock.valid());
+    // The caller still sees a valid lock; nothing deleted it under them.
+    loop.run_until([] { return false; }, 50ms);
+    CHECK(holders(masters, "kept", a.lock.value) == 3);
+  }
+  REQUIRE(loop.close());
+}
+
+TEST_CASE("a call after close opens no handle: the loop closes while the Client lives", "[client]") {
+  Cluster masters(1);
+  LoopFixture loop;
+  Client client(loop.get(), masters.options());
+  bool closed = false;
+  client.close([&] { closed = true; });
+  REQUIRE(loop.run_until([&] { return closed; }, 5s));
+  Answer a = try_lock(loop, client, "late", 5s);
+  CHECK(a.error == errc::closed);
+  std::error_code unlocked;
+  client.unlock(a.lock, [&](std::error_code e) { unlocked = e; });
+  CHECK(loop.close());  // while `client` still exists
+  CHECK(unlocked == errc::closed);
+}
+
+TEST_CASE("a loop kept busy past command_timeout costs no vote", "[client]") {
+  Cluster masters(3);
+  LoopFixture loop;
+  {
+    Options options = masters.options();
+    options.command_timeout = 50ms;
+    Client client(loop.get(), options);
+    Answer a = try_lock(loop, client, "busy", 30s);
+    REQUIRE_FALSE(a.error);
+    // The caller issues a call and then keeps the loop busy for three command
+    // timeouts before returning to it (a slow callback, not a slow master).
+    auto busy = [] { std::this_thread::sleep_for(150ms); };
+    SECTION("extend") {
+      Answer e = await_answer(loop, [&](Client::LockCallback cb) {
+        client.extend(a.lock, 30s, std::move(cb));
+        busy();
+      });
+      CHECK_FALSE(e.error);
+    }
+    SECTION("unlock") {
+      Answer u = await_answer(loop, [&](Client::LockCallback cb) {
+        client.unlock(a.lock, [cb = std::move(cb)](std::error_code e) { cb(e, Lock{}); });
+        busy();
+      });
+      CHECK_FALSE(u.error);
+      CHECK(held_nowhere(masters, "busy"));
+    }
+  }
+  REQUIRE(loop.close());
+}
+
+TEST_CASE("a lock that ran out while its answer waited for the loop is released, not handed over",
+          "[client]") {
+  Cluster masters(1);
+  LoopFixture loop;
+  {
+    Client client(loop.get(), masters.options());
+    REQUIRE_FALSE(try_lock(loop, client, "warm", 5s).error);
+    // Both rounds go out in one write and are answered in one read, so both
+    // answers are queued together; the first one's callback stalls the loop
+    // past the second lock's validity.
+    int answers = 0;
+    Answer second;
+    client.try_lock("first", 5s, [&](std::error_code, Lock) {
+      ++answers;
+      std::this_thread::sleep_for(120ms);
+    });
+    client.try_lock("second", 100ms, [&](std::error_code e, Lock l) {
+      ++answers;
+      second.error = e;
+      second.lock = std::move(l);
+    });
+    REQUIRE(loop.run_until([&] { return answers == 2; }, 5s));
+    CHECK(second.error == errc::unavailable);
+    CHECK(second.lock.value.empty());
+  }
+  REQUIRE(loop.close());
+}
+
+TEST_CASE("replies that came in time during a loop stall are read before any deadline fails them",
+          "[client]") {
+  Cluster masters(3);
+  LoopFixture loop;
+  {
+    Options options = masters.options();
+    options.command_timeout = 50ms;
+    Client client(loop.get(), options);
+    REQUIRE_FALSE(try_lock(loop, client, "warm", 5s).error);
+    std::vector<std::error_code> answers;
+    for (int i = 0; i < 5; ++i) {
+      client.try_lock("stalled" + std::to_string(i), 10s,
+                      [&](std::error_code e, Lock) { answers.push_back(e); });
+    }
+    uv_run(loop.get(), UV_RUN_NOWAIT);  // one turn: the commands are written
+    // The loop stalls for three command timeouts; the masters answer meanwhile.
+    std::this_thread::sleep_for(150ms);
+    REQUIRE(loop.run_until([&] { return answers.size() == 5; }, 5s));
+    for (auto e : answers) CHECK_FALSE(e);
   }
   REQUIRE(loop.close());
 }

@@ -7,6 +7,7 @@
 #include "support/calls.hpp"
 #include "support/cluster.hpp"
 #include "support/eventually.hpp"
+#include "support/holders.hpp"
 #include "support/loop.hpp"
 
 using namespace redlock;
@@ -149,6 +150,49 @@ TEST_CASE("with every master down, calls still answer unavailable and never hang
     made_up.valid_until = steady::now() + 10s;
     CHECK(extend(loop, client, made_up, 1s).error == errc::unavailable);
     CHECK(unlock(loop, client, made_up) == errc::unavailable);
+  }
+  REQUIRE(loop.close());
+}
+
+TEST_CASE("a release waits for a master that is down and reaches it when it comes back", "[faults]") {
+  ServerOptions durable;
+  durable.aof = true;  // the master comes back with our key
+  Cluster masters(3, durable);
+  LoopFixture loop;
+  {
+    Client client(loop.get(), quick(masters.options()));
+    Answer a = try_lock(loop, client, "comeback", 30s);
+    REQUIRE_FALSE(a.error);
+    REQUIRE(held_everywhere(masters, "comeback", a.lock.value));
+    masters[0].kill9();
+    CHECK_FALSE(unlock(loop, client, a.lock));  // masters 1 and 2
+    // Let several reconnects to master 0 fail before it comes back.
+    loop.run_until([] { return false; }, 300ms);
+    masters[0].restart(true);
+    REQUIRE(masters[0].get("comeback") == a.lock.value);
+    CHECK(loop.run_until([&] { return !masters[0].get("comeback"); }, 5s));
+  }
+  REQUIRE(loop.close());
+}
+
+TEST_CASE("an unlock issued while a paused master reconnects reaches it after its late SET", "[faults]") {
+  Cluster masters(3);
+  LoopFixture loop;
+  {
+    Client client(loop.get(), quick(masters.options()));
+    REQUIRE_FALSE(try_lock(loop, client, "warmup", 5s).error);
+    masters[0].pause();
+    Answer a = try_lock(loop, client, "late", 30s);  // masters 1 and 2; master 0's SET waits unread
+    REQUIRE_FALSE(a.error);
+    // Master 0 missed its deadline: its connection was dropped, and after a
+    // few handshakes that timed out (the kernel accepts, nothing answers) its
+    // reconnects back off for longer than a command timeout. The unlock
+    // meets it there, most likely backing off, possibly connecting.
+    loop.run_until([] { return false; }, 1500ms);
+    CHECK_FALSE(unlock(loop, client, a.lock));
+    loop.run_until([] { return false; }, 1200ms);
+    masters[0].resume();  // runs the late SET, then whatever reaches it after
+    CHECK(loop.run_until([&] { return !masters[0].get("late"); }, 5s));
   }
   REQUIRE(loop.close());
 }

@@ -257,12 +257,35 @@ TEST_CASE("continue_lock renews, re-sets where absent, and says whether ownershi
                masters[2].pttl("leader") > 15000;
       }));
     }
-    SECTION("vanished on two masters: set again there with the same value") {
+    SECTION("vanished on one master: set again there, still continuous") {
+      masters[2].command({"DEL", "leader"});
+      Answer c = continue_lock(loop, client, a.lock, 20s);
+      REQUIRE_FALSE(c.error);
+      CHECK(c.lock.continued);  // two of three renewed our existing value
+      CHECK(held_everywhere(masters, "leader", a.lock.value));
+    }
+    SECTION("vanished on two masters: set again there, continuity not proved") {
       masters[0].command({"DEL", "leader"});
       masters[2].command({"DEL", "leader"});
       Answer c = continue_lock(loop, client, a.lock, 20s);
       REQUIRE_FALSE(c.error);
-      CHECK(c.lock.continued);
+      // Only one master renewed our value: a majority re-created it, so
+      // someone else may have held the lock in between.
+      CHECK_FALSE(c.lock.continued);
+      CHECK(held_everywhere(masters, "leader", a.lock.value));
+    }
+    SECTION("taken and released by another client in between: not continuous, though still valid") {
+      // Our keys vanish (a stall past the masters' ttl, or a flush); a rival
+      // takes the lock and releases it; our old Lock still looks valid here.
+      for (int i = 0; i < 3; ++i) masters[i].command({"DEL", "leader"});
+      Client rival(loop.get(), fast(masters.options()));
+      Answer r = try_lock(loop, rival, "leader", 10s);
+      REQUIRE_FALSE(r.error);
+      REQUIRE_FALSE(unlock(loop, rival, r.lock));
+      REQUIRE(a.lock.valid());
+      Answer c = continue_lock(loop, client, a.lock, 20s);
+      REQUIRE_FALSE(c.error);
+      CHECK_FALSE(c.lock.continued);
       CHECK(held_everywhere(masters, "leader", a.lock.value));
     }
     SECTION("expired everywhere: acquired afresh, not continuous") {
@@ -352,5 +375,27 @@ TEST_CASE("bad options throw at construction", "[lock]") {
   one.masters = {Endpoint{}};
   CHECK_THROWS_AS(Client(nullptr, one), std::invalid_argument);
   CHECK_THROWS_AS(Redlock(none), std::invalid_argument);
+  REQUIRE(loop.close());
+}
+
+TEST_CASE("unlock answers not_held only when a majority answered", "[lock]") {
+  Cluster masters(3);
+  LoopFixture loop;
+  {
+    Options options = fast(masters.options());
+    options.command_timeout = 300ms;
+    Client client(loop.get(), options);
+    Answer a = try_lock(loop, client, "half-known", 30s);
+    REQUIRE_FALSE(a.error);
+    REQUIRE(held_everywhere(masters, "half-known", a.lock.value));
+    // Master 0 no longer holds it, master 1 is gone and master 2 (which
+    // still holds our value) is slow to answer: one answer is not a majority.
+    masters[0].command({"DEL", "half-known"});
+    masters[1].kill9();
+    masters[2].pause();
+    std::error_code unlocked = unlock(loop, client, a.lock);
+    masters[2].resume();
+    CHECK(unlocked == errc::unavailable);
+  }
   REQUIRE(loop.close());
 }

@@ -79,7 +79,7 @@ TEST_CASE("commands issued in one loop turn leave in one write", "[master]") {
   REQUIRE(loop.close());
 }
 
-TEST_CASE("scripts run again with EVAL after SCRIPT FLUSH", "[master]") {
+TEST_CASE("a script runs again with EVAL after SCRIPT FLUSH when nothing was sent after it", "[master]") {
   RedisServer server;
   LoopFixture loop;
   {
@@ -91,13 +91,42 @@ TEST_CASE("scripts run again with EVAL after SCRIPT FLUSH", "[master]") {
     CHECK(server.command({"SCRIPT", "EXISTS", std::string(scripts::unlock.sha1)}) == "0");
 
     master.send(command({"k", "v"}, &scripts::unlock), collector);
-    master.send(command({"k", "v"}, &scripts::unlock), collector);
-    REQUIRE(loop.run_until([&] { return collector->answers() == 3; }, 5s));
+    REQUIRE(loop.run_until([&] { return collector->answers() == 2; }, 5s));
     REQUIRE(collector->failures.empty());
     CHECK(collector->replies[1].integer == 1);  // deleted despite the flush
-    CHECK(collector->replies[2].integer == 0);
     CHECK_FALSE(server.get("k"));
     CHECK(server.command({"SCRIPT", "EXISTS", std::string(scripts::unlock.sha1)}) == "1");
+  }
+  REQUIRE(loop.close());
+}
+
+TEST_CASE("a NOSCRIPT re-run never overtakes the commands sent after it", "[master]") {
+  RedisServer server;
+  LoopFixture loop;
+  {
+    Master master(loop.get(), config_for(server), 1);
+    auto collector = std::make_shared<Collector>();
+    master.send(command({"PING"}), collector);
+    REQUIRE(loop.run_until([&] { return collector->answers() == 1; }, 5s));
+    server.command({"SCRIPT", "FLUSH"});
+
+    // A failed attempt's release, then the retry's SET with the same value,
+    // in one write: the release must not run after the SET.
+    master.send(command({"k", "v"}, &scripts::unlock), collector);
+    master.send(Command::set_nx({"SET", "k", "v", "NX", "PX", "10000"}), collector);
+    master.send(command({"k", "v"}, &scripts::extend), collector);
+    REQUIRE(loop.run_until([&] { return collector->answers() == 4; }, 5s));
+    REQUIRE(collector->failures.size() == 2);  // both scripts: NOSCRIPT, not re-run
+    CHECK(collector->failures[0] == Failure::unusable);
+    CHECK(collector->failures[1] == Failure::unusable);
+    REQUIRE(collector->replies.size() == 2);
+    CHECK(collector->replies[1].is_status("OK"));
+    CHECK(server.get("k") == "v");  // the SET stands
+    // SCRIPT LOAD restored the cache for what follows.
+    master.send(command({"k", "v", "10000"}, &scripts::extend), collector);
+    REQUIRE(loop.run_until([&] { return collector->answers() == 5; }, 5s));
+    CHECK(collector->replies.back().integer == 1);
+    CHECK(master.connections() == 1);  // and the connection stayed
   }
   REQUIRE(loop.close());
 }
@@ -132,9 +161,17 @@ TEST_CASE("a wrong password means no vote, not a crash", "[master]") {
     options.masters = {server.endpoint()};
     options.masters[0].password = "wrong";
     options.retry_count = 0;
+    std::vector<std::string> said;
+    options.diagnostics = [&](std::string_view line) { said.emplace_back(line); };
     Client client(loop.get(), options);
     CHECK(try_lock(loop, client, "guarded", 5s).error == errc::unavailable);
     CHECK_FALSE(server.get("guarded"));
+    // It keeps reconnecting (with backoff), and says why once, not each time.
+    long long connections = stat(server, "total_connections_received");
+    REQUIRE(
+        loop.run_until([&] { return stat(server, "total_connections_received") >= connections + 3; }, 5s));
+    REQUIRE(said.size() == 1);
+    CHECK(said[0].find("WRONGPASS") != std::string::npos);
   }
   REQUIRE(loop.close());
 }

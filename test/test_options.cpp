@@ -2,8 +2,13 @@
 
 #include <redlock/redlock.hpp>
 
+#include <chrono>
+#include <cstdint>
+#include <limits>
 #include <stdexcept>
 #include <string>
+
+#include "quorum.hpp"
 
 using namespace redlock;
 using namespace std::chrono_literals;
@@ -75,6 +80,91 @@ TEST_CASE("bad URIs throw invalid_argument naming the problem", "[options]") {
   CHECK_THAT(message_of(""), Catch::Contains("expected"));
 }
 
+TEST_CASE("URIs with a query, a fragment, a bad host or a signed number are refused", "[options]") {
+  struct Bad {
+    const char* uri;
+    const char* says;
+  };
+  const Bad bad[] = {
+      {"redis://h?db=1", "query"},
+      {"redis://h:7001?db=1", "query"},
+      {"redis://h/1?timeout=5", "query"},
+      {"redis://:pa?ss@h", "%3F"},
+      {"redis://h#frag", "fragment"},
+      {"redis://h:7001/2#frag", "fragment"},
+      {"redis://:pa#ss@h", "%23"},
+      {"redis://u:pa/ss@h", "%2F"},
+      {"unix:///tmp/s#frag", "fragment"},
+      {"redis://h/-0", "database"},
+      {"redis://h/+0", "database"},
+      {"redis://h/+1", "database"},
+      {"redis://h/ 1", "spaces"},
+      {"unix:///tmp/s?db=-0", "database"},
+      {"unix:///tmp/s?db=+2", "database"},
+      {"redis://h:+7001", "port"},
+      {"redis://h:-0", "port"},
+      {"redis://h!x", "host"},
+      {"redis://h$:7001", "host"},
+      {"redis://h%41", "host"},
+      {"redis://h,i:7001", "host"},
+      {"redis://h[::1]", "host"},
+      {"redis://[127.0.0.1]", "IPv6"},
+      {"redis://[]:7001", "IPv6"},
+      {"redis://[::g]", "IPv6"},
+      {"redis://[fe80::1%25eth0]", "IPv6"},
+  };
+  for (const Bad& b : bad) {
+    INFO(b.uri);
+    CHECK_THROWS_AS(Endpoint::parse(b.uri), std::invalid_argument);
+    CHECK_THROWS_WITH(Endpoint::parse(b.uri), Catch::Contains(b.says));
+  }
+}
+
+TEST_CASE("valid URIs at the edges of the grammar parse exactly", "[options]") {
+  SECTION("a username with an empty password") {
+    Endpoint e = Endpoint::parse("redis://alice:@h");
+    CHECK(e.username == "alice");
+    CHECK(e.password == "");
+    CHECK(e.host == "h");
+    CHECK(e.port == 6379);
+    CHECK(e.database == 0);
+  }
+  SECTION("a password alone, without a colon") {
+    Endpoint e = Endpoint::parse("redis://secret@h");
+    CHECK(e.username == "");
+    CHECK(e.password == "secret");
+    CHECK(e.host == "h");
+  }
+  SECTION("? and # in a password, percent-encoded") {
+    Endpoint e = Endpoint::parse("redis://u:p%3Fw%23@h");
+    CHECK(e.username == "u");
+    CHECK(e.password == "p?w#");
+    CHECK(e.host == "h");
+  }
+  SECTION("a host name with letters, digits, '-', '.' and '_'") {
+    Endpoint e = Endpoint::parse("redis://redis_1-a.Example.com:7001/15");
+    CHECK(e.host == "redis_1-a.Example.com");
+    CHECK(e.port == 7001);
+    CHECK(e.database == 15);
+  }
+  SECTION("a database with leading zeros, or an empty path") {
+    CHECK(Endpoint::parse("redis://h/007").database == 7);
+    CHECK(Endpoint::parse("redis://h/").database == 0);
+  }
+  SECTION("IPv6 literals, including an IPv4-mapped one") {
+    Endpoint e = Endpoint::parse("redis://[fe80::1:2]:7000/2");
+    CHECK(e.host == "fe80::1:2");
+    CHECK(e.port == 7000);
+    CHECK(e.database == 2);
+    CHECK(Endpoint::parse("redis://[::ffff:10.0.0.1]").host == "::ffff:10.0.0.1");
+  }
+  SECTION("a unix socket path with a percent-encoded #") {
+    Endpoint e = Endpoint::parse("unix:///tmp/a%23b.sock?db=3");
+    CHECK(e.unix_socket == "/tmp/a#b.sock");
+    CHECK(e.database == 3);
+  }
+}
+
 TEST_CASE("an endpoint prints as a URI without its password", "[options]") {
   CHECK(Endpoint::parse("redis://u:secret@h:7/3").to_string() == "redis://u@h:7/3");
   CHECK(Endpoint::parse("redis://[::1]:7").to_string() == "redis://[::1]:7");
@@ -144,6 +234,64 @@ TEST_CASE("options are validated with a message naming the field", "[options]") 
   SECTION("quarantine") {
     o.restart_quarantine = -1ms;
     CHECK_THAT(message_of(o), Catch::Contains("restart_quarantine"));
+  }
+}
+
+TEST_CASE("every duration option is bounded by the largest ttl, 2^31-1 ms", "[options]") {
+  constexpr milliseconds bound{std::numeric_limits<std::int32_t>::max()};
+  struct Field {
+    const char* name;
+    milliseconds Options::*member;
+  };
+  const Field fields[] = {
+      {"connect_timeout", &Options::connect_timeout}, {"command_timeout", &Options::command_timeout},
+      {"retry_delay", &Options::retry_delay},         {"retry_jitter", &Options::retry_jitter},
+      {"drift_constant", &Options::drift_constant},   {"restart_quarantine", &Options::restart_quarantine},
+  };
+  for (const Field& f : fields) {
+    Options o;
+    o.masters = {Endpoint::parse("redis://127.0.0.1:7001")};
+    INFO(f.name);
+    o.*f.member = bound;
+    CHECK_NOTHROW(o.validate());
+    o.*f.member = bound + 1ms;
+    CHECK_THROWS_AS(o.validate(), std::invalid_argument);
+    CHECK_THROWS_WITH(o.validate(), Catch::Contains(f.name) && Catch::Contains("at most"));
+  }
+}
+
+// quorum::drift and valid_until add option values without checks; the bound
+// in validate() is what keeps them from overflowing (run under UBSan too).
+TEST_CASE("no drift_constant that validate() accepts makes a validity longer than the ttl", "[options]") {
+  constexpr auto int64_max = std::numeric_limits<std::int64_t>::max();
+  const milliseconds constants[] = {
+      milliseconds{std::numeric_limits<std::int32_t>::max()},
+      milliseconds{std::numeric_limits<std::int32_t>::max()} + 1ms,
+      milliseconds{int64_max / 1000 + 1},  // the first that overflows in microseconds
+      milliseconds{int64_max},
+  };
+  const milliseconds ttls[] = {1ms, 1000ms, milliseconds{std::numeric_limits<std::int32_t>::max()}};
+  const auto t0 = std::chrono::steady_clock::time_point{} + 1000h;
+  for (milliseconds constant : constants) {
+    Options o;
+    o.masters = {Endpoint::parse("redis://127.0.0.1:7001")};
+    o.drift_factor = 0.999;
+    o.drift_constant = constant;
+    bool accepted = true;
+    try {
+      o.validate();
+    } catch (const std::invalid_argument&) {
+      accepted = false;
+    }
+    if (!accepted) continue;
+    for (milliseconds ttl : ttls) {
+      INFO("drift_constant " << constant.count() << " ms, ttl " << ttl.count() << " ms");
+      auto drift = quorum::drift(ttl, o.drift_factor, o.drift_constant);
+      CHECK(drift.count() >= 0);
+      CHECK(quorum::valid_until(t0, ttl, drift) <= t0 + ttl);
+      // Client::lock() takes a ttl only when drift < ttl; the largest constant eats every ttl.
+      if (constant == milliseconds{std::numeric_limits<std::int32_t>::max()}) CHECK_FALSE(drift < ttl);
+    }
   }
 }
 

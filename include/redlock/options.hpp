@@ -20,15 +20,21 @@ struct REDLOCK_API Endpoint {
   int port = 6379;
   /// Path of a Unix socket; used instead of host and port when set.
   std::string unix_socket;
-  /// ACL user for AUTH; empty means AUTH with the password alone.
+  /// ACL user for AUTH; empty means AUTH with the password alone. A username
+  /// with an empty password sends AUTH user "".
   std::string username;
-  /// Password for AUTH; empty means no AUTH.
+  /// Password for AUTH; empty, with no username, means no AUTH.
   std::string password;
   /// Database for SELECT; 0 sends no SELECT.
   int database = 0;
 
-  /// Parses redis://[user:pass@]host[:port][/db] (IPv6 hosts in brackets,
-  /// user and password percent-decoded) or unix:///path/to/socket[?db=N].
+  /// Parses redis://[user:pass@]host[:port][/db] or
+  /// unix:///path/to/socket[?db=N]. The host is a name of letters, digits,
+  /// '-', '.' and '_', or an IPv6 address in brackets; port and database are
+  /// decimal digits; user, password and path are percent-decoded (write ? as
+  /// %3F and # as %23). redis://secret@host gives a password alone,
+  /// redis://alice:@host the user alice with an empty password. A redis:// URI
+  /// takes no query, and neither scheme a fragment.
   /// Throws std::invalid_argument naming what is wrong.
   static Endpoint parse(std::string_view uri);
 
@@ -37,7 +43,8 @@ struct REDLOCK_API Endpoint {
 };
 
 /// Everything a Client needs; validated when the Client is constructed
-/// (std::invalid_argument naming the field).
+/// (std::invalid_argument naming the field). Every duration is at most
+/// 2^31-1 ms (about 24.8 days), the largest ttl.
 struct REDLOCK_API Options {
   /// The independent masters, N >= 1, no duplicates; odd N recommended.
   std::vector<Endpoint> masters;
