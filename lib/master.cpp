@@ -34,11 +34,6 @@ void Master::SocketCloser::operator()(Socket* s) const noexcept {
            [](uv_handle_t* h) { std::unique_ptr<Socket> free_now(static_cast<Socket*>(h->data)); });
 }
 
-struct Master::Resolve {
-  uv_getaddrinfo_t request{};
-  Master* owner = nullptr;  // null once the Master stopped waiting for it
-};
-
 namespace {
 
 template <class Args>
@@ -142,23 +137,6 @@ struct Callbacks {
     if (Master* m = owner_of_stream(request->handle)) m->on_connected(status);
   }
 
-  static void on_resolved(uv_getaddrinfo_t* request, int status, addrinfo* result) {
-    std::unique_ptr<Master::Resolve> resolve(static_cast<Master::Resolve*>(request->data));
-    std::unique_ptr<addrinfo, Master::FreeAddresses> addresses(result);
-    Master* m = resolve->owner;
-    if (!m) return;
-    m->resolving_ = nullptr;
-    if (status != 0 || !result) {
-      m->drop(Failure::disconnected);
-      return;
-    }
-    // A name may have several addresses (::1 and 127.0.0.1 for localhost);
-    // each is tried in turn within connect_timeout.
-    m->addresses_ = std::move(addresses);
-    m->trying_ = m->addresses_.get();
-    m->connect_to(m->trying_->ai_addr);
-  }
-
   static void on_alloc(uv_handle_t* handle, std::size_t, uv_buf_t* buf) {
     Master* m = static_cast<Master::Socket*>(handle->data)->owner;
     assert(m);
@@ -187,19 +165,11 @@ Master::Master(uv_loop_t* loop, MasterConfig config, std::uint64_t seed)
   connect();
 }
 
+// A lookup still in flight is abandoned with lookup_: its thread ends on its own.
 Master::~Master() {
   // What the caller issued before closing (an unlock, a release) still goes
   // out, best effort: the kernel sends it before the FIN.
   if (connected() && !out_.empty()) send_now(out_.data(), out_.size());
-  stop_resolving();
-}
-
-// The request stays libuv's until its callback, which sees no owner and only frees it.
-void Master::stop_resolving() {
-  if (!resolving_) return;
-  resolving_->owner = nullptr;
-  uv_cancel(reinterpret_cast<uv_req_t*>(&resolving_->request));
-  resolving_ = nullptr;
 }
 
 bool Master::voting() const {
@@ -280,8 +250,6 @@ long Master::send_now(const char* data, std::size_t size) {
 }
 
 void Master::connect() {
-  addresses_.reset();
-  trying_ = nullptr;
   connect_deadline_ = after(uv_now(loop_), config_.connect_timeout);
   const Endpoint& e = config_.endpoint;
   if (!e.unix_socket.empty()) {
@@ -292,28 +260,46 @@ void Master::connect() {
         uv_ip6_addr(e.host.c_str(), e.port, reinterpret_cast<sockaddr_in6*>(&address)) == 0) {
       connect_to(reinterpret_cast<const sockaddr*>(&address));
     } else {
-      resolve();
+      // The last attempt ran out of connect_timeout on this address: this
+      // one starts at the next.
+      if (attempting_) skip_failed_address();
+      if (failed_addresses_ < addresses_.size()) {
+        connect_to_cached();
+      } else {
+        resolve();
+      }
     }
   }
   arm_timer();
 }
 
+// Never starts a second lookup: while one runs (its DNS may hang), the
+// Master waits in State::resolving and its commands fail by their deadlines.
 void Master::resolve() {
   state_ = State::resolving;
-  auto request = std::make_unique<Resolve>();
-  request->owner = this;
-  request->request.data = request.get();
-  addrinfo hints{};
-  hints.ai_family = AF_UNSPEC;
-  hints.ai_socktype = SOCK_STREAM;
-  std::string port = std::to_string(config_.endpoint.port);
-  int rc = uv_getaddrinfo(loop_, &request->request, Callbacks::on_resolved, config_.endpoint.host.c_str(),
-                          port.c_str(), &hints);
-  if (rc != 0) {
+  if (lookup_) return;
+  lookup_ =
+      Lookup::start(loop_, config_.endpoint.host, config_.endpoint.port,
+                    [this](int status, Addresses addresses) { on_resolved(status, std::move(addresses)); });
+  if (!lookup_) drop(Failure::disconnected);
+}
+
+void Master::on_resolved(int status, Addresses addresses) {
+  lookup_.reset();
+  if (status == 0) {
+    // A name may have several addresses (::1 and 127.0.0.1 for localhost);
+    // each is tried in turn within connect_timeout.
+    addresses_ = std::move(addresses);
+    trying_ = 0;
+    failed_addresses_ = 0;
+  }
+  // Dropped while the lookup ran: the reconnect timer will use what it found.
+  if (state_ != State::resolving) return;
+  if (status != 0) {
     drop(Failure::disconnected);
     return;
   }
-  resolving_ = request.release();  // on_resolved frees it
+  connect_to_cached();
 }
 
 // A fresh socket for a connection attempt; `init` is uv_tcp_init or uv_pipe_init.
@@ -339,11 +325,24 @@ void Master::connect_to(const sockaddr* address) {
   }
 }
 
+void Master::connect_to_cached() {
+  attempting_ = true;
+  connect_to(reinterpret_cast<const sockaddr*>(&addresses_[trying_]));
+}
+
+// Counts addresses_[trying_] as failed and moves to the next; false once
+// every cached address has failed (the next connect() looks the name up).
+bool Master::skip_failed_address() {
+  attempting_ = false;
+  ++failed_addresses_;
+  trying_ = (trying_ + 1) % addresses_.size();
+  return failed_addresses_ < addresses_.size();
+}
+
 bool Master::try_next_address() {
-  if (!trying_ || !trying_->ai_next) return false;
-  trying_ = trying_->ai_next;
+  if (!attempting_ || !skip_failed_address()) return false;
   socket_.reset();
-  connect_to(trying_->ai_addr);
+  connect_to_cached();
   return true;
 }
 
@@ -359,8 +358,8 @@ void Master::on_connected(int status) {
     drop(Failure::disconnected);
     return;
   }
-  addresses_.reset();
-  trying_ = nullptr;
+  attempting_ = false;
+  failed_addresses_ = 0;  // trying_ stays: the next connection starts with the address that worked
   ++generation_;
   reader_ = std::make_unique<ReplyReader>();
   start_handshake();
@@ -606,7 +605,6 @@ void Master::deliver(Pending& p, const Reply* reply, Failure why) {
 
 void Master::drop(Failure why) {
   bool was_ready = state_ == State::ready;
-  stop_resolving();
   socket_.reset();
   reader_.reset();
   ++generation_;
@@ -618,8 +616,6 @@ void Master::drop(Failure why) {
   if (was_ready && std::chrono::steady_clock::now() - connected_at_ >= config_.reconnect_cap)
     backoff_.reset();
   schedule_reconnect();
-  addresses_.reset();
-  trying_ = nullptr;
   // Written commands fail (they may still have run). A release with patience
   // left goes again on the next connection: deleting our own value twice is
   // harmless, and a vote it might undo was counted as failed. Commands never

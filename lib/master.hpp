@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "backoff.hpp"
+#include "resolver.hpp"
 #include "resp.hpp"
 #include "scripts.hpp"
 #include "uv_handle.hpp"
@@ -132,7 +133,6 @@ class Master {
   struct SocketCloser {
     void operator()(Socket* s) const noexcept;
   };
-  struct Resolve;
 
  private:
   // Where a command is: waiting for a connection, in out_ (the next write),
@@ -149,9 +149,6 @@ class Master {
     bool answered = false;  // its handler has been told; a reply may still be due
     bool rerun = false;     // already re-sent with EVAL after NOSCRIPT
   };
-  struct FreeAddresses {
-    void operator()(addrinfo* a) const noexcept { uv_freeaddrinfo(a); }
-  };
   enum class Step { auth, select, load_script, info };
 
   bool connected() const { return state_ == State::handshaking || state_ == State::ready; }
@@ -159,10 +156,12 @@ class Master {
 
   void connect();
   void resolve();
+  void on_resolved(int status, Addresses addresses);
   template <class Init>
   bool open_socket(Init init);
   void connect_to(const sockaddr* address);
-  void stop_resolving();
+  void connect_to_cached();
+  bool skip_failed_address();
   bool try_next_address();
   void fail_expired_in_handshake(std::uint64_t now);
   void connect_unix();
@@ -195,9 +194,15 @@ class Master {
   // socket_ is the live connection; the closer detaches it and lets libuv
   // free it, so a callback of an old connection never reaches this Master.
   std::unique_ptr<Socket, SocketCloser> socket_;
-  Resolve* resolving_ = nullptr;  // owned by libuv until its callback runs
-  std::unique_ptr<addrinfo, FreeAddresses> addresses_;
-  const addrinfo* trying_ = nullptr;  // the address of addresses_ being connected to
+  // A name is looked up once and its addresses kept across connections: a
+  // reconnect tries them first and asks DNS again only once each has failed.
+  // lookup_ is the lookup in flight, never more than one; destroying it
+  // abandons it, so neither a reconnect nor this Master waits for DNS.
+  std::unique_ptr<Lookup> lookup_;
+  Addresses addresses_;               // from the last lookup that found any
+  std::size_t trying_ = 0;            // the index in addresses_ connected to, or tried last
+  std::size_t failed_addresses_ = 0;  // cached addresses that failed in a row
+  bool attempting_ = false;           // connecting to addresses_[trying_], not connected yet
   std::unique_ptr<ReplyReader> reader_;
   std::uint64_t generation_ = 0;  // bumped per connection, to notice a drop mid-read
 
