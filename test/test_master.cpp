@@ -153,6 +153,22 @@ TEST_CASE("AUTH with a password, and with an ACL user", "[master]") {
   REQUIRE(loop.close());
 }
 
+TEST_CASE("a user with an empty password authenticates as that user", "[master]") {
+  RedisServer server;
+  server.command({"ACL", "SETUSER", "tokenless", "on", "nopass", "~*", "+@all"});
+  LoopFixture loop;
+  {
+    Options options;
+    options.masters = {Endpoint::parse("redis://tokenless:@127.0.0.1:" + std::to_string(server.port()))};
+    Client client(loop.get(), options);
+    Answer a = try_lock(loop, client, "as-user", 5s);
+    REQUIRE_FALSE(a.error);
+    // Without AUTH it would have run as the default user.
+    CHECK(server.command({"CLIENT", "LIST"}).find("user=tokenless") != std::string::npos);
+  }
+  REQUIRE(loop.close());
+}
+
 TEST_CASE("a wrong password means no vote, not a crash", "[master]") {
   RedisServer server({{"--requirepass", "s3cret"}, false, false, "s3cret"});
   LoopFixture loop;
