@@ -49,6 +49,7 @@ class Redlock::Impl {
       sigemptyset(&pipe);
       sigaddset(&pipe, SIGPIPE);
       pthread_sigmask(SIG_BLOCK, &pipe, nullptr);
+      pthread_setname_np(pthread_self(), "redlock-loop");  // for ps, gdb and top
       uv_run(&loop_, UV_RUN_DEFAULT);
     });
   }

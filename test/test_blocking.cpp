@@ -5,7 +5,10 @@
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
+#include <filesystem>
+#include <fstream>
 #include <new>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -162,10 +165,29 @@ void operator delete[](void* p, const std::nothrow_t&) noexcept {
   std::free(p);
 }
 
+// The facade's loop thread ("redlock-loop") is blocked in epoll_wait or
+// epoll_pwait (Linux x86-64 syscalls 232 and 281), as /proc says.
+bool loop_thread_asleep_in_epoll() {
+  for (const auto& task : std::filesystem::directory_iterator("/proc/self/task")) {
+    std::ifstream comm(task.path() / "comm");
+    std::string name;
+    std::getline(comm, name);
+    if (name != "redlock-loop") continue;
+    std::ifstream syscall(task.path() / "syscall");
+    std::string number;
+    syscall >> number;
+    return number == "232" || number == "281";
+  }
+  return false;
+}
+
 TEST_CASE("an exception on the loop thread reaches the caller and the facade goes on", "[blocking]") {
   Cluster masters(3);
   Redlock redlock(masters.options());
-  REQUIRE(redlock.try_lock("warm", 10s));  // connected: the loop thread is idle now
+  REQUIRE(redlock.try_lock("warm", 10s));
+  // Armed only once the loop thread sleeps in epoll_wait, so that the failing
+  // allocation is the next call's own, not the tail of the last one.
+  REQUIRE(eventually([] { return loop_thread_asleep_in_epoll(); }));
   fail_off_main = 1;
   CHECK_THROWS_AS(redlock.try_lock("oom", 10s), std::bad_alloc);
   CHECK(fail_off_main == 0);
