@@ -47,8 +47,9 @@ bool is_command(const std::vector<std::string>& argv, std::string_view name);
 /// It runs on its own thread with its own uv_loop_t, like FaultProxy, so it
 /// keeps answering while the test thread blocks (a sync hiredis client, the
 /// blocking API) or runs a loop of its own. Every public member may be called
-/// from any thread; push() and close_connections() called from the fake's own
-/// thread (inside a script) take effect after the script's answer is written.
+/// from any thread. Called from a script (the fake's own thread), push() and
+/// close_connections() return at once and act after the commands already read
+/// have been answered.
 ///
 /// Requests are parsed with hiredis's reader and must be RESP arrays of bulk
 /// strings, as every client library sends them. A connection that sends
@@ -108,8 +109,9 @@ class FakeMaster {
   /// Writes `bytes` to every open connection, unasked. Returns once they are
   /// handed to the kernel or queued behind the connection's earlier writes.
   void push(std::string bytes);
-  /// Closes every open connection (FIN; bytes the client never read may be
-  /// lost). Returns once they are closed. The fake keeps listening.
+  /// Closes every open connection with a FIN; bytes the kernel has not yet
+  /// taken (a client that stopped reading) are dropped. Returns once they are
+  /// closed. The fake keeps listening.
   void close_connections();
 
   /// Connections accepted since construction.
