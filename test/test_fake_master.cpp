@@ -143,6 +143,10 @@ bool is_string(const std::optional<Reply>& r, const std::string& text) {
   return r && r->type == REDIS_REPLY_STRING && r->text == text;
 }
 
+bool is_integer(const std::optional<Reply>& r, long long n) {
+  return r && r->type == REDIS_REPLY_INTEGER && r->text == std::to_string(n);
+}
+
 bool is_hex40(const std::string& s) {
   return s.size() == 40 && s.find_first_not_of("0123456789abcdef") == std::string::npos;
 }
@@ -250,8 +254,8 @@ TEST_CASE("a script can answer after the handshake, keep state and be replaced",
   });
   SyncClient client(fake.port());
   CHECK(is_status(client.command({"PING"}), "PONG"));
-  CHECK(client.command({"SET", "a", "1"})->text == "1");
-  CHECK(client.command({"set", "b", std::string("\0\r\n", 3)})->text == "2");
+  CHECK(is_integer(client.command({"SET", "a", "1"}), 1));
+  CHECK(is_integer(client.command({"set", "b", std::string("\0\r\n", 3)}), 2));
   {
     std::lock_guard<std::mutex> lock(mutex);
     REQUIRE(seen.size() == 2);
@@ -310,6 +314,27 @@ TEST_CASE("close_connections closes every connection; the fake keeps listening",
   CHECK(is_status(again.command({"PING"}), "PONG"));
   CHECK(fake.connections_accepted() == 2);
   CHECK(fake.connections() == 1);
+}
+
+TEST_CASE("a script may push and close connections from the fake's own thread", "[fake_master]") {
+  FakeMaster fake;
+  fake.set_script([&fake](const Argv& argv) -> std::optional<std::string> {
+    if (is_command(argv, "GET")) {
+      fake.push(resp::integer(7));  // goes out after this answer
+      return resp::bulk("v");
+    }
+    if (is_command(argv, "QUIT")) {
+      fake.close_connections();
+      return resp::status("OK");
+    }
+    return fake.handshake(argv);
+  });
+  SyncClient client(fake.port());
+  CHECK(is_string(client.command({"GET", "k"}), "v"));
+  CHECK(is_integer(client.reply(), 7));
+  CHECK(is_status(client.command({"QUIT"}), "OK"));
+  CHECK(client.closed_by_peer());
+  CHECK(eventually([&] { return fake.connections() == 0; }));
 }
 
 TEST_CASE("commands are counted by name and bytes as they arrive", "[fake_master]") {
