@@ -120,6 +120,8 @@ std::atomic<int> fail_off_main{0};
 const std::thread::id main_thread = std::this_thread::get_id();
 }  // namespace
 
+// Every replaceable form that libstdc++ routes through one another, so that
+// what one allocates the other frees (ASan checks the pairs).
 void* operator new(std::size_t size) {
   if (fail_off_main.load(std::memory_order_relaxed) > 0 && std::this_thread::get_id() != main_thread &&
       fail_off_main.fetch_sub(1) > 0) {
@@ -128,10 +130,35 @@ void* operator new(std::size_t size) {
   if (void* p = std::malloc(size == 0 ? 1 : size)) return p;
   throw std::bad_alloc();
 }
+void* operator new[](std::size_t size) {
+  return operator new(size);
+}
+void* operator new(std::size_t size, const std::nothrow_t&) noexcept {
+  try {
+    return operator new(size);
+  } catch (...) {
+    return nullptr;
+  }
+}
+void* operator new[](std::size_t size, const std::nothrow_t&) noexcept {
+  return operator new(size, std::nothrow);
+}
 void operator delete(void* p) noexcept {
   std::free(p);
 }
+void operator delete[](void* p) noexcept {
+  std::free(p);
+}
 void operator delete(void* p, std::size_t) noexcept {
+  std::free(p);
+}
+void operator delete[](void* p, std::size_t) noexcept {
+  std::free(p);
+}
+void operator delete(void* p, const std::nothrow_t&) noexcept {
+  std::free(p);
+}
+void operator delete[](void* p, const std::nothrow_t&) noexcept {
   std::free(p);
 }
 
