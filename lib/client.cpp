@@ -66,8 +66,11 @@ class Client::Impl final : public Context {
     return owned;
   }
 
+  /// `wait`: a lock() that waits that long (errc::timeout at the end); with
+  /// `budget` instead, the retry-count form, which gives up after that long.
   void run(Operation::Kind kind, Lock lock, milliseconds ttl, int attempts, Operation::Callback cb,
-           std::optional<milliseconds> wait = std::nullopt) {
+           std::optional<milliseconds> wait = std::nullopt,
+           std::optional<milliseconds> budget = std::nullopt) {
     if (!cb) cb = [](std::error_code, const Lock&) {};
     errc refused{};
     if (closed_) {
@@ -81,8 +84,9 @@ class Client::Impl final : public Context {
     }
     auto op = std::make_shared<Operation>(*this, kind, std::move(lock), ttl, attempts, std::move(cb));
     Operation& started = *op;
-    if (wait)
-      started.wait_until(uv_now(loop) + static_cast<std::uint64_t>(std::min(*wait, max_wait).count()));
+    std::uint64_t now = uv_now(loop);
+    if (wait) started.wait_until(now + static_cast<std::uint64_t>(std::min(*wait, max_wait).count()), true);
+    if (budget) started.wait_until(now + static_cast<std::uint64_t>(budget->count()), false);
     op->registry_slot = operations_.size();
     operations_.push_back(std::move(op));
     started.start();
@@ -139,7 +143,14 @@ Client::~Client() = default;
 
 void Client::lock(std::string resource, milliseconds ttl, LockCallback cb) {
   Lock lock{std::move(resource), random_token()};
-  impl_->run(Operation::Kind::acquire, std::move(lock), ttl, impl_->options.retry_count + 1, std::move(cb));
+  const Options& o = impl_->options;
+  // No longer than polling could take: every attempt's reply, every pause at
+  // its longest. Options are bounded, so this cannot overflow.
+  auto budget = (o.retry_count + 1) * o.command_timeout + o.retry_count * (o.retry_delay + o.retry_jitter);
+  std::optional<milliseconds> waits;
+  if (o.retry_count > 0) waits = budget;
+  impl_->run(Operation::Kind::acquire, std::move(lock), ttl, o.retry_count + 1, std::move(cb), std::nullopt,
+             waits);
 }
 
 void Client::lock(std::string resource, milliseconds ttl, milliseconds wait, LockCallback cb) {

@@ -40,8 +40,9 @@ std::shared_ptr<const Command> Operation::make_command() const {
   return nullptr;
 }
 
-void Operation::wait_until(std::uint64_t deadline) {
+void Operation::wait_until(std::uint64_t deadline, bool answer_timeout) {
   deadline_ = std::max<std::uint64_t>(deadline, 1);
+  answer_timeout_ = answer_timeout;
 }
 
 void Operation::start() {
@@ -81,6 +82,7 @@ void Operation::wake(std::string_view released) {
     return;
   }
   if (retry_timer_) uv_timer_stop(retry_timer_.get());
+  by_release_ = !released.empty();
   try_now();
 }
 
@@ -113,11 +115,14 @@ bool Operation::out_of_time() const {
 // first in line), the last attempt's error otherwise.
 void Operation::answer_waited(errc last) {
   bool held_by_others = last == errc{} || last == errc::not_acquired;
-  finish(deadline_ != 0 && held_by_others ? errc::timeout : last);
+  if (held_by_others) last = answer_timeout_ ? errc::timeout : errc::not_acquired;
+  finish(last);
 }
 
 void Operation::attempt() {
-  --attempts_left_;
+  // An attempt a release started is not one of lock()'s retries: its time
+  // budget bounds those.
+  if (!std::exchange(by_release_, false)) --attempts_left_;
   in_flight_ = true;
   // Every attempt takes its own t0, before any byte of it is written.
   uv_update_time(context_.loop);
@@ -195,7 +200,7 @@ void Operation::on_decided(const Outcome& outcome) {
 void Operation::attempt_failed(errc error, const Outcome* outcome) {
   release_everywhere(lock_.value);
   last_error_ = error;
-  if (attempts_left_ <= 0 && deadline_ == 0) {
+  if (attempts_left_ <= 0) {
     finish(error);
     return;
   }
@@ -212,11 +217,15 @@ void Operation::attempt_failed(errc error, const Outcome* outcome) {
     return;
   }
   if (std::exchange(woken_, false)) {
+    by_release_ = true;
     try_now();  // a release came while this attempt was in flight
     return;
   }
   int majority = quorum::majority(static_cast<int>(context_.masters.size()));
-  if (outcome && error == errc::not_acquired && outcome->tally.yes > 0 && outcome->tally.no < majority) {
+  // Only a lock() with a wait: the retry-count form keeps its pauses (a
+  // release still ends them), or it would spend its retries on ties.
+  if (answer_timeout_ && outcome && error == errc::not_acquired && outcome->tally.yes > 0 &&
+      outcome->tally.no < majority) {
     // Split votes: nobody holds a majority, other waiters tried at the same
     // moment. A short random pause, a few round trips at most, breaks the tie.
     auto took = std::chrono::duration_cast<milliseconds>(context_.clock.now() - outcome->t0).count();

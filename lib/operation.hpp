@@ -70,8 +70,10 @@ class Operation final : public Waiters::Waiter {
   Operation(const Operation&) = delete;
   Operation& operator=(const Operation&) = delete;
 
-  /// lock() with a wait: attempts until acquired or uv_now() passes `deadline`.
-  void wait_until(std::uint64_t deadline);
+  /// A lock() that waits: attempts until acquired or uv_now() passes
+  /// `deadline`, then answers errc::timeout (`answer_timeout`, the form with
+  /// a wait) or not_acquired (the retry-count form) while others held it.
+  void wait_until(std::uint64_t deadline, bool answer_timeout);
   void start();
   /// Where the owner keeps this operation (Client::Impl's registry).
   std::size_t registry_slot = 0;
@@ -85,7 +87,7 @@ class Operation final : public Waiters::Waiter {
   std::shared_ptr<const Command> make_command() const;
   void attempt();
   void on_decided(const Outcome& outcome);
-  bool waits() const { return kind_ == Kind::acquire && (attempts_left_ > 1 || deadline_ != 0); }
+  bool waits() const { return kind_ == Kind::acquire && deadline_ != 0; }
   void try_now();
   void attempt_failed(errc error, const Outcome* outcome);
   void sleep(std::uint64_t ms);
@@ -114,6 +116,8 @@ class Operation final : public Waiters::Waiter {
   bool enlisted_ = false;
   bool in_flight_ = false;
   bool woken_ = false;
+  bool by_release_ = false;  // the next attempt was started by a release
+  bool answer_timeout_ = false;
   errc last_error_{};
   std::uint64_t deadline_ = 0;
 };

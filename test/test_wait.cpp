@@ -244,3 +244,45 @@ TEST_CASE("the blocking facade waits too: a thread takes the lock as another rel
   REQUIRE(waited);
   CHECK(answered - released < scaled(200ms));
 }
+
+TEST_CASE("lock() with a retry count: a release ends its pause, and it gives up as polling would", "[wait]") {
+  Cluster masters(3);
+  LoopFixture loop;
+  {
+    Client holder(loop.get(), masters.options());
+    Answer held = try_lock(loop, holder, "counted", 30s);
+    REQUIRE_FALSE(held.error);
+    Options options = masters.options();
+    options.retry_count = 2;
+    options.retry_jitter = 0ms;
+    options.command_timeout = 50ms;
+
+    SECTION("woken by the release") {
+      options.retry_delay = 5s;
+      Client waiter(loop.get(), options);
+      Answer a;
+      waiter.lock("counted", 10s, [&](std::error_code e, Lock l) {
+        ++a.calls;
+        a.error = e;
+        a.lock = std::move(l);
+      });
+      let_it_try(loop);
+      auto released = steady::now();
+      REQUIRE_FALSE(unlock(loop, holder, held.lock));
+      REQUIRE(loop.run_until([&] { return a.calls > 0; }, 5s));
+      CHECK_FALSE(a.error);
+      CHECK(steady::now() - released < scaled(200ms));
+    }
+    SECTION("held throughout: not_acquired after the time polling could take, 3 x 50 + 2 x 100 ms") {
+      options.retry_delay = 100ms;
+      Client waiter(loop.get(), options);
+      auto started = steady::now();
+      Answer a = lock(loop, waiter, "counted", 10s);
+      auto took = steady::now() - started;
+      CHECK(a.error == errc::not_acquired);
+      CHECK(took >= 190ms);  // at least its two pauses
+      CHECK(took < 350ms + scaled(150ms));
+    }
+  }
+  REQUIRE(loop.close());
+}
