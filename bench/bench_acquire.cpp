@@ -45,9 +45,12 @@ constexpr auto lock_ttl = 10s;
 // The library's compare-and-delete script (lib/scripts.cpp), which the floor
 // runs too; SCRIPT LOAD checks that the two copies agree.
 constexpr const char* redlock_unlock_body =
-    "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) end\n"
+    "if redis.call('get', KEYS[1]) == ARGV[1] then\n"
+    "  redis.call('del', KEYS[1])\n"
+    "  return 1 + redis.call('publish', ARGV[2], ARGV[1])\n"
+    "end\n"
     "return 0\n";
-constexpr const char* redlock_unlock_sha1 = "3c878575892b1b569fd5e1a5ce04d480da65b703";
+constexpr const char* redlock_unlock_sha1 = "9f55905122b5771f769340f125f3617f7f2cac6c";
 
 struct Settings {
   std::vector<int> ns{1, 3, 5, 7, 9};
@@ -228,9 +231,9 @@ Latency blocking_latency(const redlock::Options& o, int warmup, int iterations, 
 }
 
 std::string encode(const char* format, const std::string& a, const std::string& b = {},
-                   const std::string& c = {}) {
+                   const std::string& c = {}, const std::string& d = {}) {
   char* raw = nullptr;
-  int size = redisFormatCommand(&raw, format, a.c_str(), b.c_str(), c.c_str());
+  int size = redisFormatCommand(&raw, format, a.c_str(), b.c_str(), c.c_str(), d.c_str());
   std::string out(raw, static_cast<std::size_t>(size));
   redisFreeCommand(raw);
   return out;
@@ -241,7 +244,9 @@ std::string encode(const char* format, const std::string& a, const std::string& 
 constexpr const char* floor_value = "0123456789abcdef0123456789abcdef";
 
 std::string floor_release(const std::string& key) {
-  return encode("EVALSHA %s 1 %s %s", std::string(redlock_unlock_sha1), key, floor_value);
+  // ARGV[2] is the release channel, as the library sends it.
+  return encode("EVALSHA %s 1 %s %s %s", std::string(redlock_unlock_sha1), key, floor_value,
+                key + ":released");
 }
 
 void load_unlock_script(const std::vector<int>& ports) {

@@ -8,6 +8,7 @@
 #include <uv.h>
 #include <redlock/redlock.hpp>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -24,6 +25,7 @@ constexpr int contenders = 3;
 constexpr int turns_each = 3;
 constexpr auto ttl = 2000ms;
 constexpr auto hold_for = 80ms;
+constexpr auto wait_for = 10s;
 const char* const resource = "demo:printer";
 
 double ms_since(Clock::time_point t) {
@@ -33,14 +35,20 @@ double ms_since(Clock::time_point t) {
 redlock::Options options_from(int argc, char** argv) {
   redlock::Options options;
   for (int i = 2; i < argc; ++i) options.masters.push_back(redlock::Endpoint::parse(argv[i]));
-  options.retry_count = 100;
-  options.retry_delay = 20ms;
-  options.retry_jitter = 40ms;
   return options;
 }
 
-// One contender: its own Client (as if it were its own process), taking the
-// lock, holding it for a while, releasing it, turns_each times.
+// What the contenders share: who holds the lock now (to catch two holders at
+// once), when the last holder's unlock was answered, and the handoff times.
+struct Table {
+  int holder = -1;
+  bool overlap = false;
+  Clock::time_point released{};
+  std::vector<double> handoffs_ms;
+};
+
+// One contender: its own Client (as if it were its own process), waiting for
+// the lock, holding it for a while, releasing it, turns_each times.
 struct Contender {
   int id;
   redlock::Client client;
@@ -48,32 +56,35 @@ struct Contender {
   redlock::Lock lock;
   int turns = 0;
   Clock::time_point asked{};
-  int* holder;
-  bool* overlap;
+  Table* table;
   Clock::time_point start;
 
-  Contender(uv_loop_t* loop, int id_, const redlock::Options& o, int* holder_, bool* overlap_,
-            Clock::time_point s)
-      : id(id_), client(loop, o), holder(holder_), overlap(overlap_), start(s) {
+  Contender(uv_loop_t* loop, int id_, const redlock::Options& o, Table* t, Clock::time_point s)
+      : id(id_), client(loop, o), table(t), start(s) {
     uv_timer_init(loop, &hold_timer);
     hold_timer.data = this;
   }
 
   void take() {
     asked = Clock::now();
-    client.lock(resource, ttl, [this](std::error_code error, redlock::Lock l) {
+    client.lock(resource, ttl, wait_for, [this](std::error_code error, redlock::Lock l) {
       if (error) {
         std::printf("[%7.1f ms] contender %d: lock failed: %s\n", ms_since(start), id,
                     error.message().c_str());
         return finish();
       }
       lock = std::move(l);
-      if (*holder != -1) *overlap = true;
-      *holder = id;
-      std::printf(
-          "[%7.1f ms] contender %d HOLDS %s (value %.8s..., acquired in %.2f ms, valid for %lld ms)\n",
-          ms_since(start), id, resource, lock.value.c_str(), ms_since(asked),
-          static_cast<long long>(lock.validity().count()));
+      if (table->holder != -1) table->overlap = true;
+      table->holder = id;
+      std::string handoff = "first holder";
+      if (table->released != Clock::time_point{}) {
+        double ms = ms_since(table->released);
+        table->handoffs_ms.push_back(ms);
+        handoff = "handed over " + std::to_string(ms).substr(0, 5) + " ms after the release";
+      }
+      std::printf("[%7.1f ms] contender %d HOLDS %s (value %.8s..., waited %.1f ms, %s, valid for %lld ms)\n",
+                  ms_since(start), id, resource, lock.value.c_str(), ms_since(asked), handoff.c_str(),
+                  static_cast<long long>(lock.validity().count()));
       uv_timer_start(
           &hold_timer, [](uv_timer_t* t) { static_cast<Contender*>(t->data)->release(); },
           static_cast<std::uint64_t>(hold_for.count()), 0);
@@ -81,8 +92,9 @@ struct Contender {
   }
 
   void release() {
-    *holder = -1;
+    table->holder = -1;
     client.unlock(lock, [this](std::error_code error) {
+      table->released = Clock::now();
       std::printf("[%7.1f ms] contender %d released%s%s\n", ms_since(start), id, error ? ": " : "",
                   error ? error.message().c_str() : "");
       if (++turns < turns_each) return take();
@@ -103,21 +115,28 @@ int contend(int argc, char** argv) {
               static_cast<long long>(ttl.count()));
   uv_loop_t loop;
   uv_loop_init(&loop);
-  int holder = -1;
-  bool overlap = false;
+  Table table;
   auto start = Clock::now();
   {
     std::vector<std::unique_ptr<Contender>> all;
     for (int i = 1; i <= contenders; ++i) {
-      all.push_back(std::make_unique<Contender>(&loop, i, options, &holder, &overlap, start));
+      all.push_back(std::make_unique<Contender>(&loop, i, options, &table, start));
     }
     for (auto& c : all) c->take();
     uv_run(&loop, UV_RUN_DEFAULT);
     int turns = 0;
     for (auto& c : all) turns += c->turns;
     std::printf("%d of %d turns completed in %.1f ms; %s\n", turns, contenders * turns_each, ms_since(start),
-                overlap ? "TWO HOLDERS AT ONCE: mutual exclusion broken" : "never two holders at once");
-    if (overlap || turns != contenders * turns_each) return 1;
+                table.overlap ? "TWO HOLDERS AT ONCE: mutual exclusion broken" : "never two holders at once");
+    auto& h = table.handoffs_ms;
+    if (!h.empty()) {
+      std::sort(h.begin(), h.end());
+      std::printf(
+          "handoff from one holder's unlock to the next holder: median %.2f ms, worst %.2f ms "
+          "(woken by the release, not by a retry delay of %lld ms)\n",
+          h[h.size() / 2], h.back(), static_cast<long long>(options.retry_delay.count()));
+    }
+    if (table.overlap || turns != contenders * turns_each) return 1;
   }
   return uv_loop_close(&loop) == 0 ? 0 : 1;
 }

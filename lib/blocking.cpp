@@ -143,6 +143,11 @@ Result<Lock> Redlock::lock(std::string resource, milliseconds ttl) {
       [&](Client& c, Client::LockCallback done) { c.lock(std::move(resource), ttl, std::move(done)); });
 }
 
+Result<Lock> Redlock::lock(std::string resource, milliseconds ttl, milliseconds wait) {
+  return impl_->wait(
+      [&](Client& c, Client::LockCallback done) { c.lock(std::move(resource), ttl, wait, std::move(done)); });
+}
+
 Result<Lock> Redlock::try_lock(std::string resource, milliseconds ttl) {
   return impl_->wait(
       [&](Client& c, Client::LockCallback done) { c.try_lock(std::move(resource), ttl, std::move(done)); });

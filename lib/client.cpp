@@ -2,7 +2,9 @@
 
 #include <uv.h>
 
+#include <algorithm>
 #include <limits>
+#include <optional>
 #include <stdexcept>
 #include <utility>
 #include <vector>
@@ -18,6 +20,8 @@ namespace {
 // Redis accepts larger keys, but a lock name this long is a caller's bug.
 constexpr std::size_t max_key_bytes = std::size_t{64} * 1024;
 constexpr milliseconds max_ttl{std::numeric_limits<std::int32_t>::max()};
+// Longer waits are waits without end (about 285 million years: no overflow).
+constexpr milliseconds max_wait{std::int64_t{1} << 53};
 
 }  // namespace
 
@@ -62,12 +66,16 @@ class Client::Impl final : public Context {
     return owned;
   }
 
-  void run(Operation::Kind kind, Lock lock, milliseconds ttl, int attempts, Operation::Callback cb) {
+  /// `wait`: a lock() that waits that long (errc::timeout at the end); with
+  /// `budget` instead, the retry-count form, which gives up after that long.
+  void run(Operation::Kind kind, Lock lock, milliseconds ttl, int attempts, Operation::Callback cb,
+           std::optional<milliseconds> wait = std::nullopt,
+           std::optional<milliseconds> budget = std::nullopt) {
     if (!cb) cb = [](std::error_code, const Lock&) {};
     errc refused{};
     if (closed_) {
       refused = errc::closed;
-    } else if (!valid_call(kind, lock, ttl)) {
+    } else if (!valid_call(kind, lock, ttl) || (wait && wait->count() < 0)) {
       refused = errc::invalid_argument;
     }
     if (refused != errc{}) {
@@ -76,6 +84,9 @@ class Client::Impl final : public Context {
     }
     auto op = std::make_shared<Operation>(*this, kind, std::move(lock), ttl, attempts, std::move(cb));
     Operation& started = *op;
+    std::uint64_t now = uv_now(loop);
+    if (wait) started.wait_until(now + static_cast<std::uint64_t>(std::min(*wait, max_wait).count()), true);
+    if (budget) started.wait_until(now + static_cast<std::uint64_t>(budget->count()), false);
     op->registry_slot = operations_.size();
     operations_.push_back(std::move(op));
     started.start();
@@ -89,6 +100,7 @@ class Client::Impl final : public Context {
       auto operations = std::move(operations_);
       operations_.clear();
       for (auto& op : operations) op->cancel();
+      waiters.close();
       masters.clear();
     }
     if (cb) post(std::move(cb));
@@ -131,7 +143,20 @@ Client::~Client() = default;
 
 void Client::lock(std::string resource, milliseconds ttl, LockCallback cb) {
   Lock lock{std::move(resource), random_token()};
-  impl_->run(Operation::Kind::acquire, std::move(lock), ttl, impl_->options.retry_count + 1, std::move(cb));
+  const Options& o = impl_->options;
+  // No longer than polling could take: every attempt's reply, every pause at
+  // its longest. Options are bounded, so this cannot overflow.
+  auto budget = (o.retry_count + 1) * o.command_timeout + o.retry_count * (o.retry_delay + o.retry_jitter);
+  std::optional<milliseconds> waits;
+  if (o.retry_count > 0) waits = budget;
+  impl_->run(Operation::Kind::acquire, std::move(lock), ttl, o.retry_count + 1, std::move(cb), std::nullopt,
+             waits);
+}
+
+void Client::lock(std::string resource, milliseconds ttl, milliseconds wait, LockCallback cb) {
+  Lock lock{std::move(resource), random_token()};
+  impl_->run(Operation::Kind::acquire, std::move(lock), ttl, std::numeric_limits<int>::max(), std::move(cb),
+             wait);
 }
 
 void Client::try_lock(std::string resource, milliseconds ttl, LockCallback cb) {

@@ -79,7 +79,8 @@ bool Command::expects(const Reply& reply) const {
     case Expect::set_nx:
       return reply.is_status("OK") || reply.type == Reply::Type::nil;
     case Expect::script:
-      return reply.type == Reply::Type::integer && reply.integer >= 0 && reply.integer <= script_->max_result;
+      return reply.type == Reply::Type::integer && reply.integer >= script_->min_result &&
+             reply.integer <= script_->max_result;
   }
   return false;
 }
@@ -106,6 +107,11 @@ std::string Command::encoded_as_eval() const {
 }
 
 namespace {
+
+// A pub/sub message: ["message", channel, payload].
+bool is_message(const Reply& r) {
+  return r.type == Reply::Type::array && r.elements.size() == 3 && r.elements[0].str == "message";
+}
 
 struct WriteRequest {
   uv_write_t request{};
@@ -380,19 +386,22 @@ void Master::start_handshake() {
     append_command(bytes, {"AUTH", e.password});
     handshake_.push_back({Step::auth});
   }
-  if (e.database != 0) {
-    std::string db = std::to_string(e.database);
-    append_command(bytes, {"SELECT", db});
-    handshake_.push_back({Step::select});
+  // A subscriber needs no database (channels are server-wide), scripts or INFO.
+  if (!config_.subscriber) {
+    if (e.database != 0) {
+      std::string db = std::to_string(e.database);
+      append_command(bytes, {"SELECT", db});
+      handshake_.push_back({Step::select});
+    }
+    for (const Script* s : scripts::all) {
+      append_command(bytes, {"SCRIPT", "LOAD", s->body});
+      handshake_.push_back({Step::load_script, s});
+    }
+    // All of INFO (a few kB, once per connection) rather than sections: asking
+    // for several sections at once needs Redis 7.
+    append_command(bytes, {"INFO"});
+    handshake_.push_back({Step::info});
   }
-  for (const Script* s : scripts::all) {
-    append_command(bytes, {"SCRIPT", "LOAD", s->body});
-    handshake_.push_back({Step::load_script, s});
-  }
-  // All of INFO (a few kB, once per connection) rather than sections: asking
-  // for several sections at once needs Redis 7.
-  append_command(bytes, {"INFO"});
-  handshake_.push_back({Step::info});
   for (Pending& p : pending_) {
     assert(p.stage == Stage::queued);
     bytes += p.rerun ? p.command->encoded_as_eval() : std::string(p.command->encoded());
@@ -400,6 +409,7 @@ void Master::start_handshake() {
   }
   out_ = std::move(bytes);
   flush();
+  if (handshake_.empty() && state_ == State::handshaking) handshake_done();
 }
 
 // Something is owed a reply: a handshake step or a written command.
@@ -413,7 +423,7 @@ void Master::on_read(ssize_t nread, const uv_buf_t* buf) {
     drop(Failure::disconnected);
     return;
   }
-  if (!awaiting_reply()) {
+  if (!awaiting_reply() && !config_.subscriber) {
     protocol_error("sent bytes nobody asked for");
     return;
   }
@@ -432,7 +442,9 @@ void Master::on_read(ssize_t nread, const uv_buf_t* buf) {
       }
       return;
     }
-    if (!handshake_.empty()) {
+    if (config_.subscriber && is_message(*reply)) {
+      if (config_.on_message) config_.on_message(reply->elements[1].str, reply->elements[2].str);
+    } else if (!handshake_.empty()) {
       on_handshake_reply(*reply);
     } else if (!pending_.empty() && pending_.front().stage == Stage::written) {
       on_command_reply(*reply);
@@ -488,13 +500,17 @@ void Master::on_handshake_reply(const Reply& reply) {
     protocol_error("answered the handshake with something Redis never sends");
     return;
   }
-  if (handshake_.empty()) {
-    state_ = State::ready;
-    connected_at_ = std::chrono::steady_clock::now();
-    ++connections_;
-    last_refusal_.clear();
-    arm_timer();
-  }
+  if (handshake_.empty()) handshake_done();
+}
+
+void Master::handshake_done() {
+  state_ = State::ready;
+  is_master_ = is_master_ || config_.subscriber;  // a subscriber reads no INFO and never votes anyway
+  connected_at_ = std::chrono::steady_clock::now();
+  ++connections_;
+  last_refusal_.clear();
+  arm_timer();
+  if (config_.on_ready) config_.on_ready(*this);
 }
 
 // A refused handshake is said once per change, not once per reconnect.

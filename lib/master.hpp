@@ -86,6 +86,13 @@ struct MasterConfig {
   std::chrono::milliseconds reconnect_base{20};
   std::chrono::milliseconds reconnect_cap{1000};
   std::function<void(std::string_view)> diagnostics;  // see Options::diagnostics
+  // A subscriber connection: AUTH only, then SUBSCRIBE / UNSUBSCRIBE sent by
+  // the owner, whose confirmations are matched like replies; messages go to
+  // on_message (the channel). on_ready runs after every handshake, so the
+  // owner can subscribe again after a reconnect.
+  bool subscriber = false;
+  std::function<void(std::string_view channel, std::string_view payload)> on_message;
+  std::function<void(Master&)> on_ready;
 };
 
 /// One connection to one master: connect (name resolution, TCP or Unix
@@ -170,6 +177,7 @@ class Master {
   void on_read(ssize_t nread, const uv_buf_t* buf);
   void read_now();
   void on_handshake_reply(const Reply& reply);
+  void handshake_done();
   void on_command_reply(const Reply& reply);
   bool on_noscript(Pending& p);
   void parse_info(const std::string& info);

@@ -1,5 +1,6 @@
 #include "operation.hpp"
 
+#include <algorithm>
 #include <utility>
 
 #include "quorum.hpp"
@@ -26,24 +27,103 @@ std::shared_ptr<const Command> Operation::make_command() const {
   std::string ttl = std::to_string(ttl_.count());
   switch (kind_) {
     case Kind::acquire:
+      // A waiter learns from a failed attempt when the holder's keys expire.
+      if (waiting_) return Command::script(scripts::acquire, {key_, lock_.value, ttl});
       return Command::set_nx({"SET", key_, lock_.value, "NX", "PX", ttl});
     case Kind::extend:
       return Command::script(scripts::extend, {key_, lock_.value, ttl});
     case Kind::continue_lock:
       return Command::script(scripts::continue_lock, {key_, lock_.value, ttl});
     case Kind::unlock:
-      return Command::script(scripts::unlock, {key_, lock_.value});
+      return Command::script(scripts::unlock, {key_, lock_.value, Waiters::channel(key_)});
   }
   return nullptr;
 }
 
+void Operation::wait_until(std::uint64_t deadline, bool answer_timeout) {
+  deadline_ = std::max<std::uint64_t>(deadline, 1);
+  answer_timeout_ = answer_timeout;
+}
+
 void Operation::start() {
+  waiting_ = waits();
   command_ = make_command();
+  if (!waiting_) {
+    attempt();
+    return;
+  }
+  enlisted_ = true;
+  context_.waiters.enlist(key_, *this);
+  if (context_.waiters.first_in_line(key_, *this)) {
+    try_now();
+  } else {
+    sleep(deadline_ == 0 ? 0 : deadline_ - std::min(deadline_, uv_now(context_.loop)));
+  }
+}
+
+// A waiter attempts only first in line, and not while this Client lets
+// others take a resource it just released.
+void Operation::try_now() {
+  if (!context_.waiters.first_in_line(key_, *this)) return;
+  std::uint64_t now = uv_now(context_.loop);
+  std::uint64_t yield_until = context_.waiters.yield_until(key_);
+  if (yield_until > now) {
+    sleep(yield_until - now);
+    return;
+  }
   attempt();
 }
 
+void Operation::wake(std::string_view released) {
+  if (!cb_) return;                     // answered already
+  if (released == lock_.value) return;  // the clean-up of our own failed attempt
+  if (in_flight_) {
+    woken_ = true;  // the attempt in flight may fail before the release; try again then
+    return;
+  }
+  if (retry_timer_) uv_timer_stop(retry_timer_.get());
+  by_release_ = !released.empty();
+  try_now();
+}
+
+// Sleeps `ms` (0: until woken or the deadline), never past the deadline.
+void Operation::sleep(std::uint64_t ms) {
+  if (deadline_ != 0) {
+    std::uint64_t left = deadline_ - std::min(deadline_, uv_now(context_.loop));
+    ms = ms == 0 ? left : std::min(ms, left);
+  }
+  if (!retry_timer_) retry_timer_ = make_timer(context_.loop, this);
+  if (ms == 0 && deadline_ == 0) return;  // woken only
+  uv_timer_start(
+      retry_timer_.get(),
+      [](uv_timer_t* t) {
+        Operation* op = owner_of<Operation>(t);
+        if (op->out_of_time()) {
+          op->answer_waited(op->last_error_);
+        } else {
+          op->try_now();
+        }
+      },
+      ms, 0);
+}
+
+bool Operation::out_of_time() const {
+  return deadline_ != 0 && uv_now(context_.loop) >= deadline_;
+}
+
+// The wait ran out: timeout while others held the lock (or before it came
+// first in line), the last attempt's error otherwise.
+void Operation::answer_waited(errc last) {
+  bool held_by_others = last == errc{} || last == errc::not_acquired;
+  if (held_by_others) last = answer_timeout_ ? errc::timeout : errc::not_acquired;
+  finish(last);
+}
+
 void Operation::attempt() {
-  --attempts_left_;
+  // An attempt a release started is not one of lock()'s retries: its time
+  // budget bounds those.
+  if (!std::exchange(by_release_, false)) --attempts_left_;
+  in_flight_ = true;
   // Every attempt takes its own t0, before any byte of it is written.
   uv_update_time(context_.loop);
   TimePoint t0 = context_.clock.now();
@@ -74,6 +154,7 @@ milliseconds Operation::release_patience() const {
 }
 
 void Operation::on_decided(const Outcome& outcome) {
+  in_flight_ = false;
   TimePoint valid_until = quorum::valid_until(
       outcome.t0, ttl_, quorum::drift(ttl_, context_.options.drift_factor, context_.options.drift_constant));
   bool still_valid = outcome.reached && context_.clock.now() < valid_until;
@@ -81,7 +162,7 @@ void Operation::on_decided(const Outcome& outcome) {
     case Kind::acquire:
       if (!still_valid) {
         // A quorum that answered too slowly gives a lock that is already dead.
-        attempt_failed(outcome.reached ? errc::unavailable : outcome.error);
+        attempt_failed(outcome.reached ? errc::unavailable : outcome.error, &outcome);
         return;
       }
       break;
@@ -100,30 +181,61 @@ void Operation::on_decided(const Outcome& outcome) {
           kind_ == Kind::extend || (outcome.t0 < lock_.valid_until && outcome.tally.renewed >= majority);
       break;
     }
-    case Kind::unlock:
+    case Kind::unlock: {
       if (!outcome.reached) {
         finish(outcome.error == errc::unavailable ? errc::unavailable : errc::not_held);
         return;
       }
+      auto round_trip = std::chrono::duration_cast<milliseconds>(context_.clock.now() - outcome.t0);
+      context_.waiters.released_by_us(key_, outcome.tally.most - 1,
+                                      static_cast<std::uint64_t>(round_trip.count()));
       finish({});
       return;
+    }
   }
   lock_.valid_until = valid_until;
   finish({});
 }
 
-void Operation::attempt_failed(errc error) {
+void Operation::attempt_failed(errc error, const Outcome* outcome) {
   release_everywhere(lock_.value);
+  last_error_ = error;
   if (attempts_left_ <= 0) {
     finish(error);
     return;
   }
+  if (out_of_time()) {
+    answer_waited(error);
+    return;
+  }
   std::uniform_int_distribution<long long> jitter(0, context_.options.retry_jitter.count());
-  auto delay = context_.options.retry_delay.count() + jitter(context_.rng);
-  if (!retry_timer_) retry_timer_ = make_timer(context_.loop, this);
-  uv_timer_start(
-      retry_timer_.get(), [](uv_timer_t* t) { owner_of<Operation>(t)->attempt(); },
-      static_cast<std::uint64_t>(delay), 0);
+  auto delay = static_cast<std::uint64_t>(context_.options.retry_delay.count() + jitter(context_.rng));
+  if (!waiting_) {
+    if (!retry_timer_) retry_timer_ = make_timer(context_.loop, this);
+    uv_timer_start(
+        retry_timer_.get(), [](uv_timer_t* t) { owner_of<Operation>(t)->attempt(); }, delay, 0);
+    return;
+  }
+  if (std::exchange(woken_, false)) {
+    by_release_ = true;
+    try_now();  // a release came while this attempt was in flight
+    return;
+  }
+  int majority = quorum::majority(static_cast<int>(context_.masters.size()));
+  // Only a lock() with a wait: the retry-count form keeps its pauses (a
+  // release still ends them), or it would spend its retries on ties.
+  if (answer_timeout_ && outcome && error == errc::not_acquired && outcome->tally.yes > 0 &&
+      outcome->tally.no < majority) {
+    // Split votes: nobody holds a majority, other waiters tried at the same
+    // moment. A short random pause, a few round trips at most, breaks the tie.
+    auto took = std::chrono::duration_cast<milliseconds>(context_.clock.now() - outcome->t0).count();
+    std::uniform_int_distribution<long long> pause(1, std::max<long long>(2, 4 * took));
+    delay = std::min<std::uint64_t>(delay, static_cast<std::uint64_t>(pause(context_.rng)));
+  } else if (outcome && outcome->free_in_ms >= 0) {
+    // The holder's keys expire on enough masters then (one more ms: PTTL rounds down).
+    delay = std::min<std::uint64_t>(delay, static_cast<std::uint64_t>(outcome->free_in_ms) + 1);
+  }
+  sleep(delay);
 }
 
 void Operation::lost(errc error) {
@@ -136,7 +248,7 @@ void Operation::lost(errc error) {
 // Written now, before the caller hears of the failure; a master that is down
 // gets it when it comes back, within release_patience().
 void Operation::release_everywhere(std::string_view value) {
-  auto command = Command::script(scripts::unlock, {key_, value});
+  auto command = Command::script(scripts::unlock, {key_, value, Waiters::channel(key_)});
   for (const auto& m : context_.masters) {
     m->send(command, {}, release_patience());
     m->flush();
@@ -146,6 +258,7 @@ void Operation::release_everywhere(std::string_view value) {
 void Operation::finish(std::error_code error) {
   round_.reset();
   retry_timer_.close();
+  if (std::exchange(enlisted_, false)) context_.waiters.leave(key_, *this);
   auto cb = std::exchange(cb_, nullptr);
   Lock lock = error ? Lock{} : std::move(lock_);
   // One closure answers the caller and then frees this operation (we may be
@@ -174,6 +287,7 @@ void Operation::cancel() {
   if (round_ && kind_ == Kind::acquire) release_everywhere(lock_.value);
   round_.reset();
   retry_timer_.close();
+  enlisted_ = false;  // the client is closing: no line to leave, nobody to wake
   if (!cb_) return;
   auto cb = std::exchange(cb_, nullptr);
   context_.post([cb = std::move(cb)] { cb(make_error_code(errc::closed), Lock{}); });

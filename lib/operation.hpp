@@ -15,6 +15,7 @@
 #include "master.hpp"
 #include "round.hpp"
 #include "uv_handle.hpp"
+#include "waiters.hpp"
 
 namespace redlock {
 
@@ -45,16 +46,20 @@ class Context {
   // masters is declared last among the shared state: a Master's callbacks
   // reach operations, which use everything above.
   std::vector<std::unique_ptr<Master>> masters;
+  // After masters: its subscriber connections wake operations.
+  Waiters waiters{loop, options};
 
  private:
   std::shared_ptr<const bool> alive_ = std::make_shared<const bool>(true);
 };
 
-/// One user call: lock (several attempts), try_lock (one), extend,
-/// continue_lock or unlock. Runs Rounds, releases our value everywhere after
-/// a failed attempt, waits retry_delay + jitter between attempts, and answers
-/// the caller exactly once through Context::post.
-class Operation {
+/// One user call: lock (several attempts, or until a deadline), try_lock
+/// (one), extend, continue_lock or unlock. Runs Rounds, releases our value
+/// everywhere after a failed attempt, and answers the caller exactly once
+/// through Context::post. A lock() waits in its resource's line (Waiters)
+/// between attempts, until the first of: a release message, the holder's
+/// keys expiring on enough masters, retry_delay + jitter, its deadline.
+class Operation final : public Waiters::Waiter {
  public:
   enum class Kind { acquire, extend, continue_lock, unlock };
   using Callback = std::function<void(std::error_code, Lock)>;
@@ -65,6 +70,10 @@ class Operation {
   Operation(const Operation&) = delete;
   Operation& operator=(const Operation&) = delete;
 
+  /// A lock() that waits: attempts until acquired or uv_now() passes
+  /// `deadline`, then answers errc::timeout (`answer_timeout`, the form with
+  /// a wait) or not_acquired (the retry-count form) while others held it.
+  void wait_until(std::uint64_t deadline, bool answer_timeout);
   void start();
   /// Where the owner keeps this operation (Client::Impl's registry).
   std::size_t registry_slot = 0;
@@ -72,12 +81,18 @@ class Operation {
   /// errc::closed, do nothing more.
   void cancel();
 
+  void wake(std::string_view released) override;
+
  private:
   std::shared_ptr<const Command> make_command() const;
   void attempt();
   void on_decided(const Outcome& outcome);
-  void on_acquire_decided(const Outcome& outcome);
-  void attempt_failed(errc error);
+  bool waits() const { return kind_ == Kind::acquire && deadline_ != 0; }
+  void try_now();
+  void attempt_failed(errc error, const Outcome* outcome);
+  void sleep(std::uint64_t ms);
+  bool out_of_time() const;
+  void answer_waited(errc last);
   void lost(errc error);
   milliseconds release_patience() const;
   void release_everywhere(std::string_view value);
@@ -94,6 +109,17 @@ class Operation {
   std::shared_ptr<const Command> command_;
   std::shared_ptr<Round> round_;
   Timer retry_timer_;
+  // Waiting (lock): whether it is in its resource's line, an attempt is in
+  // flight, a release was heard meanwhile, and its deadline (uv_now() ms; 0
+  // for the retry-count form).
+  bool waiting_ = false;
+  bool enlisted_ = false;
+  bool in_flight_ = false;
+  bool woken_ = false;
+  bool by_release_ = false;  // the next attempt was started by a release
+  bool answer_timeout_ = false;
+  errc last_error_{};
+  std::uint64_t deadline_ = 0;
 };
 
 }  // namespace redlock

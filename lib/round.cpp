@@ -40,6 +40,11 @@ std::shared_ptr<Round> Round::start(const std::vector<std::unique_ptr<Master>>& 
 void Round::on_reply(const Master& from, const Reply& reply) {
   Vote vote = classify(reply);
   if (!from.voting()) vote = Vote::failed;
+  if (reply.type == Reply::Type::integer) {
+    tally_.most = std::max(tally_.most, reply.integer);
+    // The acquire script's no: -(the holder's remaining ms + 1).
+    if (vote == Vote::no && reply.integer < 0) holder_left_ms_.push_back(-reply.integer - 1);
+  }
   if (vote == Vote::yes) {
     // Two endpoints that reach one server must not make two votes.
     bool overflow = static_cast<std::size_t>(n_) > yes_inline_.size();
@@ -97,8 +102,20 @@ void Round::count(Vote vote) {
   } else {
     return;
   }
+  if (!outcome.reached) outcome.free_in_ms = free_in_ms();
   auto decided = std::exchange(decided_, nullptr);
   decided(outcome);
+}
+
+// A majority is free once enough holders' keys expired: the yes votes are
+// ours (released on failure); failed and unanswered masters count as never.
+long long Round::free_in_ms() const {
+  int needed = quorum::majority(n_) - tally_.yes;
+  if (needed <= 0) return 0;
+  if (holder_left_ms_.size() < static_cast<std::size_t>(needed)) return -1;
+  std::vector<long long> left = holder_left_ms_;
+  std::nth_element(left.begin(), left.begin() + (needed - 1), left.end());
+  return left[static_cast<std::size_t>(needed - 1)];
 }
 
 }  // namespace redlock

@@ -25,7 +25,8 @@ struct Tally {
   int yes = 0;
   int no = 0;
   int failed = 0;
-  int renewed = 0;  // yes votes answered 1 by continue_lock: our existing value renewed
+  int renewed = 0;     // yes votes answered 1 by continue_lock: our existing value renewed
+  long long most = 0;  // the largest integer answered (unlock: 1 + the listeners told)
 };
 
 /// When a round may decide against a majority.
@@ -41,6 +42,9 @@ struct Outcome {
   errc error{};          // when not reached: not_acquired (others said no) or unavailable
   Tally tally;
   TimePoint t0{};  // when the round started, before any byte left
+  // The acquire script: how long until a majority of masters could be free,
+  // from the holders' remaining ttls; -1 when not known.
+  long long free_in_ms = -1;
 };
 
 /// One fan-out of one command to every master. It decides as soon as the
@@ -72,12 +76,14 @@ class Round final : public ReplyHandler, public std::enable_shared_from_this<Rou
 
  private:
   void count(Vote vote);
+  long long free_in_ms() const;
 
   int n_;
   Decide rule_;
   TimePoint t0_;
   Decided decided_;
   Tally tally_;
+  std::vector<long long> holder_left_ms_;  // no votes from the acquire script with a known expiry
   // Who voted yes, to spot one server reached twice; inline up to 16 masters.
   std::array<const Master*, 16> yes_inline_{};
   std::vector<const Master*> yes_overflow_;

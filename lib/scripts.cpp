@@ -1,12 +1,29 @@
 #include "scripts.hpp"
 
+#include <limits>
+
 namespace redlock::scripts {
 
 const Script unlock{
     "unlock",
-    "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) end\n"
+    "if redis.call('get', KEYS[1]) == ARGV[1] then\n"
+    "  redis.call('del', KEYS[1])\n"
+    "  return 1 + redis.call('publish', ARGV[2], ARGV[1])\n"
+    "end\n"
     "return 0\n",
-    "3c878575892b1b569fd5e1a5ce04d480da65b703",
+    "9f55905122b5771f769340f125f3617f7f2cac6c",
+    0,
+    std::numeric_limits<int>::max(),
+};
+
+const Script acquire{
+    "acquire",
+    "if redis.call('set', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then return 1 end\n"
+    "local left = redis.call('pttl', KEYS[1])\n"
+    "if left < 0 then return 0 end\n"
+    "return -left - 1\n",
+    "55d8300e4b5bfe7841d9126f7160719d58d4d5c1",
+    -std::numeric_limits<int>::max(),
     1,
 };
 
@@ -15,6 +32,7 @@ const Script extend{
     "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('pexpire', KEYS[1], ARGV[2]) end\n"
     "return 0\n",
     "e28affa6795dca0bd106a8a2442e4900bc5cf704",
+    0,
     1,
 };
 
@@ -28,9 +46,10 @@ const Script continue_lock{
     "end\n"
     "return 0\n",
     "68f21fb17f65069c6b2a0d8558b0e59fad36040b",
+    0,
     2,
 };
 
-const std::array<const Script*, 3> all{&unlock, &extend, &continue_lock};
+const std::array<const Script*, 4> all{&unlock, &acquire, &extend, &continue_lock};
 
 }  // namespace redlock::scripts

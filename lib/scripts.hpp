@@ -11,14 +11,23 @@ struct Script {
   std::string_view name;
   std::string_view body;
   std::string_view sha1;
-  long long max_result;  // it answers an integer from 0 to this
+  long long min_result;  // it answers an integer from min_result to max_result
+  long long max_result;
 };
 
 namespace scripts {
 
-/// KEYS[1] key, ARGV[1] value: deletes the key only if it holds our value.
-/// Returns 1 when it did, 0 otherwise.
+/// KEYS[1] key, ARGV[1] value, ARGV[2] release channel: deletes the key only
+/// if it holds our value, and then publishes the value on the channel
+/// (waiters wake; a waiter ignores the release of its own failed attempt).
+/// Returns 1 + the number of subscribers that heard it when it deleted, 0
+/// otherwise.
 extern const Script unlock;
+
+/// KEYS[1] key, ARGV[1] value, ARGV[2] ttl in ms: SET NX PX, for waiters.
+/// Returns 1 when it set the key; otherwise -(the holder's remaining ms + 1),
+/// or 0 when the key has no expiry, so a waiter knows when to try again.
+extern const Script acquire;
 
 /// KEYS[1] key, ARGV[1] value, ARGV[2] ttl in ms: sets the ttl only if the key
 /// holds our value. Returns 1 when it did, 0 otherwise; never creates the key.
@@ -29,7 +38,7 @@ extern const Script extend;
 extern const Script continue_lock;
 
 /// Every script, in the order they are loaded on connect.
-extern const std::array<const Script*, 3> all;
+extern const std::array<const Script*, 4> all;
 
 }  // namespace scripts
 }  // namespace redlock

@@ -26,6 +26,8 @@ class REDLOCK_API Redlock {
   Redlock& operator=(const Redlock&) = delete;
 
   Result<Lock> lock(std::string resource, milliseconds ttl);
+  /// See Client::lock with a wait.
+  Result<Lock> lock(std::string resource, milliseconds ttl, milliseconds wait);
   Result<Lock> try_lock(std::string resource, milliseconds ttl);
   Result<Lock> extend(const Lock& lock, milliseconds ttl);
   Result<Lock> continue_lock(const Lock& lock, milliseconds ttl);

@@ -46,7 +46,17 @@ class REDLOCK_API Client {
   Client& operator=(const Client&) = delete;
 
   /// Acquires `resource` for `ttl`, retrying Options::retry_count times.
+  /// Between attempts it waits as the form below does, for at most
+  /// retry_delay + jitter each time.
   void lock(std::string resource, milliseconds ttl, LockCallback cb);
+  /// Attempts until acquired or until `wait` has passed since this call
+  /// (0: one attempt). Between attempts it sleeps until the first of: a
+  /// release of `resource` heard from any master, the moment the holder's
+  /// keys expire on enough masters, retry_delay + jitter, the deadline.
+  /// Within this Client, waiters on one resource go first come, first served.
+  /// errc::timeout when the wait ran out while others held the lock; the
+  /// last attempt's error otherwise.
+  void lock(std::string resource, milliseconds ttl, milliseconds wait, LockCallback cb);
   /// One attempt, no retries.
   void try_lock(std::string resource, milliseconds ttl, LockCallback cb);
   /// Sets the remaining time to `ttl` on a quorum where the value is still

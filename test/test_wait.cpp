@@ -1,0 +1,288 @@
+#include <catch2/catch.hpp>
+
+#include <redlock/redlock.hpp>
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "support/calls.hpp"
+#include "support/cluster.hpp"
+#include "support/eventually.hpp"
+#include "support/holders.hpp"
+#include "support/loop.hpp"
+
+using namespace redlock;
+using namespace redlock::test;
+using namespace std::chrono_literals;
+using steady = std::chrono::steady_clock;
+
+namespace {
+
+// A waiter that could only poll would wait this long between attempts.
+Options slow_polling(Options o) {
+  o.retry_delay = 10s;
+  o.retry_jitter = 0ms;
+  return o;
+}
+
+// One lock(resource, ttl, wait) in flight, and when it was answered.
+struct Waiting {
+  std::shared_ptr<Answer> answer = std::make_shared<Answer>();
+  std::shared_ptr<steady::time_point> answered_at = std::make_shared<steady::time_point>();
+
+  Waiting(Client& client, const std::string& resource, milliseconds ttl, milliseconds wait) {
+    client.lock(resource, ttl, wait, [a = answer, at = answered_at](std::error_code e, Lock l) {
+      *at = steady::now();
+      ++a->calls;
+      a->error = e;
+      a->lock = std::move(l);
+    });
+  }
+  bool done() const { return answer->calls > 0; }
+};
+
+// Lets the loop run so that a waiter's first attempt fails and it sleeps.
+void let_it_try(LoopFixture& loop) {
+  loop.run_until([] { return false; }, 50ms);
+}
+
+}  // namespace
+
+TEST_CASE("a waiter takes the lock within a few milliseconds of its release, not at retry_delay", "[wait]") {
+  Cluster masters(3);
+  LoopFixture loop;
+  {
+    Client holder(loop.get(), masters.options());
+    Client waiter_client(loop.get(), slow_polling(masters.options()));
+    Answer held = try_lock(loop, holder, "handoff", 30s);
+    REQUIRE_FALSE(held.error);
+    Waiting waiter(waiter_client, "handoff", 10s, 20s);
+    let_it_try(loop);
+    REQUIRE_FALSE(waiter.done());
+
+    auto released = steady::now();
+    REQUIRE_FALSE(unlock(loop, holder, held.lock));
+    REQUIRE(loop.run_until([&] { return waiter.done(); }, 5s));
+    REQUIRE_FALSE(waiter.answer->error);
+    CHECK(*waiter.answered_at - released < scaled(100ms));
+    CHECK(held_everywhere(masters, "handoff", waiter.answer->lock.value));
+  }
+  REQUIRE(loop.close());
+}
+
+TEST_CASE("a waiter takes the lock soon after a crashed holder's keys expire", "[wait]") {
+  Cluster masters(3);
+  LoopFixture loop;
+  {
+    auto holder = std::make_unique<Client>(loop.get(), masters.options());
+    Answer held = try_lock(loop, *holder, "crashed", 400ms);
+    REQUIRE_FALSE(held.error);
+    auto taken = steady::now();
+    holder.reset();  // gone without unlocking: nobody publishes a release
+
+    Client waiter_client(loop.get(), slow_polling(masters.options()));
+    Waiting waiter(waiter_client, "crashed", 10s, 20s);
+    REQUIRE(loop.run_until([&] { return waiter.done(); }, 5s));
+    REQUIRE_FALSE(waiter.answer->error);
+    CHECK(*waiter.answered_at - taken >= 350ms);
+    CHECK(*waiter.answered_at - taken < 400ms + scaled(150ms));
+  }
+  REQUIRE(loop.close());
+}
+
+TEST_CASE("a wait that runs out while others hold the lock answers timeout", "[wait]") {
+  Cluster masters(3);
+  LoopFixture loop;
+  {
+    Client holder(loop.get(), masters.options());
+    Client waiter_client(loop.get(), slow_polling(masters.options()));
+    Answer held = try_lock(loop, holder, "busy", 30s);
+    REQUIRE_FALSE(held.error);
+
+    SECTION("200 ms") {
+      auto started = steady::now();
+      Waiting waiter(waiter_client, "busy", 10s, 200ms);
+      REQUIRE(loop.run_until([&] { return waiter.done(); }, 5s));
+      CHECK(waiter.answer->error == errc::timeout);
+      CHECK(*waiter.answered_at - started >= 190ms);
+      CHECK(*waiter.answered_at - started < 200ms + scaled(150ms));
+    }
+    SECTION("0: one attempt") {
+      Waiting waiter(waiter_client, "busy", 10s, 0ms);
+      REQUIRE(loop.run_until([&] { return waiter.done(); }, 5s));
+      CHECK(waiter.answer->error == errc::timeout);
+    }
+    SECTION("a negative wait is refused") {
+      Waiting waiter(waiter_client, "busy", 10s, -1ms);
+      REQUIRE(loop.run_until([&] { return waiter.done(); }, 5s));
+      CHECK(waiter.answer->error == errc::invalid_argument);
+    }
+    CHECK(held_everywhere(masters, "busy", held.lock.value));  // nobody touched the holder's keys
+  }
+  REQUIRE(loop.close());
+}
+
+TEST_CASE("waiters of one Client are served first come, first served", "[wait]") {
+  Cluster masters(3);
+  LoopFixture loop;
+  {
+    Client holder(loop.get(), masters.options());
+    Client waiters(loop.get(), slow_polling(masters.options()));
+    Answer held = try_lock(loop, holder, "queue", 30s);
+    REQUIRE_FALSE(held.error);
+    std::vector<int> order;
+    std::vector<Lock> locks(4);
+    for (int i = 0; i < 4; ++i) {
+      waiters.lock("queue", 10s, 20s, [&, i](std::error_code e, Lock l) {
+        REQUIRE_FALSE(e);
+        order.push_back(i);
+        locks[static_cast<std::size_t>(i)] = l;
+        // Each holder hands over at once.
+        waiters.unlock(l, [](std::error_code) {});
+      });
+    }
+    let_it_try(loop);
+    REQUIRE(order.empty());
+    REQUIRE_FALSE(unlock(loop, holder, held.lock));
+    REQUIRE(loop.run_until([&] { return order.size() == 4; }, 5s));
+    CHECK(order == std::vector<int>{0, 1, 2, 3});
+  }
+  REQUIRE(loop.close());
+}
+
+TEST_CASE("a waiter whose subscriber connections were killed still wakes by retry_delay", "[wait]") {
+  Cluster masters(3);
+  LoopFixture loop;
+  {
+    Client holder(loop.get(), masters.options());
+    Options options = masters.options();
+    options.retry_delay = 500ms;
+    options.retry_jitter = 0ms;
+    Client waiter_client(loop.get(), options);
+    Answer held = try_lock(loop, holder, "deaf", 30s);
+    REQUIRE_FALSE(held.error);
+    Waiting waiter(waiter_client, "deaf", 10s, 20s);
+    let_it_try(loop);
+    for (std::size_t i = 0; i < masters.size(); ++i) masters[i].command({"CLIENT", "KILL", "TYPE", "pubsub"});
+    auto released = steady::now();
+    REQUIRE_FALSE(unlock(loop, holder, held.lock));
+    REQUIRE(loop.run_until([&] { return waiter.done(); }, 5s));
+    REQUIRE_FALSE(waiter.answer->error);
+    CHECK(*waiter.answered_at - released < 500ms + scaled(200ms));
+  }
+  REQUIRE(loop.close());
+}
+
+TEST_CASE("with one master down, a release heard from the others still hands over at once", "[wait]") {
+  Cluster masters(3);
+  LoopFixture loop;
+  {
+    Client holder(loop.get(), masters.options());
+    Client waiter_client(loop.get(), slow_polling(masters.options()));
+    Answer held = try_lock(loop, holder, "minority", 30s);
+    REQUIRE_FALSE(held.error);
+    masters[0].kill9();
+    Waiting waiter(waiter_client, "minority", 10s, 20s);
+    let_it_try(loop);
+    auto released = steady::now();
+    REQUIRE_FALSE(unlock(loop, holder, held.lock));
+    REQUIRE(loop.run_until([&] { return waiter.done(); }, 5s));
+    REQUIRE_FALSE(waiter.answer->error);
+    CHECK(*waiter.answered_at - released < scaled(200ms));
+  }
+  REQUIRE(loop.close());
+}
+
+TEST_CASE("close answers every waiter with closed and the loop closes clean", "[wait]") {
+  Cluster masters(3);
+  LoopFixture loop;
+  {
+    Client holder(loop.get(), masters.options());
+    auto waiters = std::make_unique<Client>(loop.get(), slow_polling(masters.options()));
+    Answer held = try_lock(loop, holder, "closing", 30s);
+    REQUIRE_FALSE(held.error);
+    std::vector<std::error_code> answers;
+    for (int i = 0; i < 3; ++i) {
+      waiters->lock("closing", 10s, 20s, [&](std::error_code e, Lock) { answers.push_back(e); });
+    }
+    let_it_try(loop);
+    SECTION("close") {
+      waiters->close(nullptr);
+    }
+    SECTION("destruction") {
+      waiters.reset();
+    }
+    REQUIRE(loop.run_until([&] { return answers.size() == 3; }, 5s));
+    for (auto e : answers) CHECK(e == errc::closed);
+    CHECK(held_everywhere(masters, "closing", held.lock.value));
+    holder.close(nullptr);
+  }
+  REQUIRE(loop.close());
+}
+
+TEST_CASE("the blocking facade waits too: a thread takes the lock as another releases it",
+          "[wait][blocking]") {
+  Cluster masters(3);
+  Redlock first(masters.options());
+  Redlock second(slow_polling(masters.options()));
+  Result<Lock> held = first.lock("threads", 30s, 0ms);
+  REQUIRE(held);
+  Result<Lock> waited = make_error_code(errc::closed);
+  steady::time_point answered;
+  std::thread waiter([&] {
+    waited = second.lock("threads", 10s, 20s);
+    answered = steady::now();
+  });
+  // The waiter's first attempt fails while we hold it; give it the time.
+  std::this_thread::sleep_for(100ms);
+  auto released = steady::now();
+  CHECK_FALSE(first.unlock(*held));
+  waiter.join();
+  REQUIRE(waited);
+  CHECK(answered - released < scaled(200ms));
+}
+
+TEST_CASE("lock() with a retry count: a release ends its pause, and it gives up as polling would", "[wait]") {
+  Cluster masters(3);
+  LoopFixture loop;
+  {
+    Client holder(loop.get(), masters.options());
+    Answer held = try_lock(loop, holder, "counted", 30s);
+    REQUIRE_FALSE(held.error);
+    Options options = masters.options();
+    options.retry_count = 2;
+    options.retry_jitter = 0ms;
+    options.command_timeout = 50ms;
+
+    SECTION("woken by the release") {
+      options.retry_delay = 5s;
+      Client waiter(loop.get(), options);
+      Answer a;
+      waiter.lock("counted", 10s, [&](std::error_code e, Lock l) {
+        ++a.calls;
+        a.error = e;
+        a.lock = std::move(l);
+      });
+      let_it_try(loop);
+      auto released = steady::now();
+      REQUIRE_FALSE(unlock(loop, holder, held.lock));
+      REQUIRE(loop.run_until([&] { return a.calls > 0; }, 5s));
+      CHECK_FALSE(a.error);
+      CHECK(steady::now() - released < scaled(200ms));
+    }
+    SECTION("held throughout: not_acquired after the time polling could take, 3 x 50 + 2 x 100 ms") {
+      options.retry_delay = 100ms;
+      Client waiter(loop.get(), options);
+      auto started = steady::now();
+      Answer a = lock(loop, waiter, "counted", 10s);
+      auto took = steady::now() - started;
+      CHECK(a.error == errc::not_acquired);
+      CHECK(took >= 190ms);  // at least its two pauses
+      CHECK(took < 350ms + scaled(150ms));
+    }
+  }
+  REQUIRE(loop.close());
+}
