@@ -105,7 +105,7 @@ if bash scripts/setup.sh; then
   if ((${#test_args[@]} == 0)); then
     if [[ -f $TSAN_BUILD_DIR/build.ninja ]] ||
       meson setup "$TSAN_BUILD_DIR" -Db_sanitize=thread -Db_lundef=false -Dexamples=disabled -Dbench=disabled; then
-      TSAN_OPTIONS=halt_on_error=1 run_suite threads "$TSAN_BUILD_DIR" blocking client proxy
+      TSAN_OPTIONS=halt_on_error=1 run_suite threads "$TSAN_BUILD_DIR" blocking client proxy wait
     else
       echo "=== threads: meson setup $TSAN_BUILD_DIR failed"
       total_failed=$((total_failed + 1))
