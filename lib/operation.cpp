@@ -186,9 +186,9 @@ void Operation::on_decided(const Outcome& outcome) {
         finish(outcome.error == errc::unavailable ? errc::unavailable : errc::not_held);
         return;
       }
-      auto round_trip = std::chrono::duration_cast<milliseconds>(context_.clock.now() - outcome.t0);
-      context_.waiters.released_by_us(key_, outcome.tally.most - 1,
-                                      static_cast<std::uint64_t>(round_trip.count()));
+      auto round_trip =
+          std::chrono::duration_cast<std::chrono::microseconds>(context_.clock.now() - outcome.t0);
+      context_.waiters.released_by_us(key_, outcome.tally.most - 1, round_trip);
       finish({});
       return;
     }

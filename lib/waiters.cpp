@@ -50,7 +50,8 @@ bool Waiters::first_in_line(const std::string& key, const Waiter& waiter) const 
   return it != lines_.end() && !it->second.queue.empty() && it->second.queue.front() == &waiter;
 }
 
-void Waiters::released_by_us(const std::string& key, long long listeners, std::uint64_t round_trip_ms) {
+void Waiters::released_by_us(const std::string& key, long long listeners,
+                             std::chrono::microseconds round_trip) {
   // Our own subscriber is one of the listeners while we have waiters there.
   long long others = listeners - (lines_.count(key) != 0 ? 1 : 0);
   if (others <= 0) return;
@@ -60,7 +61,11 @@ void Waiters::released_by_us(const std::string& key, long long listeners, std::u
       it = it->second <= now ? yields_.erase(it) : std::next(it);
     }
   }
-  yields_[key] = now + std::max<std::uint64_t>(round_trip_ms, 1);
+  // A waiter needs about a round trip to hear the release and another for its
+  // attempt; timers tick in whole milliseconds. The lock is the waiter's
+  // meanwhile, so the pause costs the releaser nothing it could have had.
+  auto pause = std::chrono::ceil<std::chrono::milliseconds>(4 * round_trip).count();
+  yields_[key] = now + static_cast<std::uint64_t>(std::max<long long>(pause, 2));
 }
 
 std::uint64_t Waiters::yield_until(const std::string& key) const {

@@ -4,6 +4,7 @@
 
 #include <redlock/options.hpp>
 
+#include <chrono>
 #include <cstdint>
 #include <deque>
 #include <memory>
@@ -51,8 +52,9 @@ class Waiters {
 
   /// Our own unlock of `key` deleted our value and told `listeners`
   /// subscribers on one master. If some of them were others (not this
-  /// Client), this Client lets them try first for `round_trip_ms`.
-  void released_by_us(const std::string& key, long long listeners, std::uint64_t round_trip_ms);
+  /// Client), this Client lets them try first: for four round trips of the
+  /// unlock, 2 ms at least.
+  void released_by_us(const std::string& key, long long listeners, std::chrono::microseconds round_trip);
   /// uv_now() milliseconds before which this Client should not try `key`.
   std::uint64_t yield_until(const std::string& key) const;
 
