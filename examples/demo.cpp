@@ -39,7 +39,7 @@ redlock::Options options_from(int argc, char** argv) {
 }
 
 // What the contenders share: who holds the lock now (to catch two holders at
-// once), when the last holder's unlock was answered, and the handoff times.
+// once), when the last holder called unlock, and the handoff times.
 struct Table {
   int holder = -1;
   bool overlap = false;
@@ -80,7 +80,7 @@ struct Contender {
       if (table->released != Clock::time_point{}) {
         double ms = ms_since(table->released);
         table->handoffs_ms.push_back(ms);
-        handoff = "handed over " + std::to_string(ms).substr(0, 5) + " ms after the release";
+        handoff = "handed over " + std::to_string(ms).substr(0, 5) + " ms after the unlock call";
       }
       std::printf("[%7.1f ms] contender %d HOLDS %s (value %.8s..., waited %.1f ms, %s, valid for %lld ms)\n",
                   ms_since(start), id, resource, lock.value.c_str(), ms_since(asked), handoff.c_str(),
@@ -93,8 +93,8 @@ struct Contender {
 
   void release() {
     table->holder = -1;
+    table->released = Clock::now();
     client.unlock(lock, [this](std::error_code error) {
-      table->released = Clock::now();
       std::printf("[%7.1f ms] contender %d released%s%s\n", ms_since(start), id, error ? ": " : "",
                   error ? error.message().c_str() : "");
       if (++turns < turns_each) return take();
@@ -132,7 +132,7 @@ int contend(int argc, char** argv) {
     if (!h.empty()) {
       std::sort(h.begin(), h.end());
       std::printf(
-          "handoff from one holder's unlock to the next holder: median %.2f ms, worst %.2f ms "
+          "handoff from one holder's unlock call to the next holder: median %.2f ms, worst %.2f ms "
           "(woken by the release, not by a retry delay of %lld ms)\n",
           h[h.size() / 2], h.back(), static_cast<long long>(options.retry_delay.count()));
     }
