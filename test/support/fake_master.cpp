@@ -16,6 +16,7 @@
 #include <stdexcept>
 #include <unordered_map>
 
+#include "loopback_listener.hpp"
 #include "scripts.hpp"
 #include "timeouts.hpp"
 #include "uv_handle.hpp"
@@ -55,7 +56,6 @@ namespace {
 using namespace std::chrono_literals;
 
 constexpr const char* loopback = "127.0.0.1";
-constexpr int listen_backlog = 128;
 // Tests open a handful of connections and send short commands; anything near
 // these limits is a runaway client, which gets closed rather than growing the
 // fake without bound.
@@ -228,16 +228,8 @@ FakeMaster::Loop::Loop(FakeMaster& owner) : owner_(owner) {
       return uv_async_init(loop, a, [](uv_async_t* h) { owner_of<Loop>(h)->on_wake(); });
     });
     listener_ = Handle<uv_tcp_t>(&loop_, this, uv_tcp_init);
-    sockaddr_in any_port{};
-    check("listen address", uv_ip4_addr(loopback, 0, &any_port));
-    check("uv_tcp_bind", uv_tcp_bind(listener_.get(), reinterpret_cast<const sockaddr*>(&any_port), 0));
-    check("uv_listen", uv_listen(reinterpret_cast<uv_stream_t*>(listener_.get()), listen_backlog,
-                                 [](uv_stream_t* s, int status) { owner_of<Loop>(s)->on_accept(status); }));
-    sockaddr_in bound{};
-    int length = sizeof bound;
-    check("uv_tcp_getsockname",
-          uv_tcp_getsockname(listener_.get(), reinterpret_cast<sockaddr*>(&bound), &length));
-    port_ = ntohs(bound.sin_port);
+    port_ = listen_on_free_loopback_port(
+        listener_.get(), [](uv_stream_t* s, int status) { owner_of<Loop>(s)->on_accept(status); }, check);
   } catch (...) {
     stop();
     uv_run(&loop_, UV_RUN_DEFAULT);

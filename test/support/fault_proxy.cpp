@@ -17,6 +17,7 @@
 #include <utility>
 #include <vector>
 
+#include "loopback_listener.hpp"
 #include "timeouts.hpp"
 #include "uv_handle.hpp"
 
@@ -26,7 +27,6 @@ namespace {
 using namespace std::chrono_literals;
 
 constexpr const char* loopback = "127.0.0.1";
-constexpr int listen_backlog = 128;
 // Tests open a handful of connections; anything near these limits is a
 // runaway client, which gets closed rather than growing the proxy without bound.
 constexpr std::size_t max_connections = 256;
@@ -184,16 +184,8 @@ FaultProxy::Loop::Loop(FaultProxy& owner, int target_port) : owner_(owner) {
       return uv_async_init(loop, a, [](uv_async_t* h) { owner_of<Loop>(h)->on_wake(); });
     });
     listener_ = Handle<uv_tcp_t>(&loop_, this, uv_tcp_init);
-    sockaddr_in any_port{};
-    check("listen address", uv_ip4_addr(loopback, 0, &any_port));
-    check("uv_tcp_bind", uv_tcp_bind(listener_.get(), reinterpret_cast<const sockaddr*>(&any_port), 0));
-    check("uv_listen", uv_listen(reinterpret_cast<uv_stream_t*>(listener_.get()), listen_backlog,
-                                 [](uv_stream_t* s, int status) { owner_of<Loop>(s)->on_accept(status); }));
-    sockaddr_in bound{};
-    int length = sizeof bound;
-    check("uv_tcp_getsockname",
-          uv_tcp_getsockname(listener_.get(), reinterpret_cast<sockaddr*>(&bound), &length));
-    port_ = ntohs(bound.sin_port);
+    port_ = listen_on_free_loopback_port(
+        listener_.get(), [](uv_stream_t* s, int status) { owner_of<Loop>(s)->on_accept(status); }, check);
   } catch (...) {
     stop();
     uv_run(&loop_, UV_RUN_DEFAULT);
