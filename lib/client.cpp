@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "deferred.hpp"
+#include "keeper.hpp"
 #include "operation.hpp"
 #include "quorum.hpp"
 #include "token.hpp"
@@ -92,6 +93,8 @@ class Client::Impl final : public Context {
     started.start();
   }
 
+  bool closed() const { return closed_; }
+
   void close(std::function<void()> cb) {
     // Answers posted while closing share one Deferred, so they run in order.
     closing_ = true;
@@ -100,6 +103,7 @@ class Client::Impl final : public Context {
       auto operations = std::move(operations_);
       operations_.clear();
       for (auto& op : operations) op->cancel();
+      keeper.close();
       waiters.close();
       masters.clear();
     }
@@ -128,6 +132,18 @@ class Client::Impl final : public Context {
   // operations_ is destroyed before the masters (a base-class member):
   // operations hold rounds whose commands sit in the masters' queues.
   std::vector<std::shared_ptr<Operation>> operations_;
+
+ public:
+  Keeper keeper{loop,
+                Keeper::Hooks{
+                    [this](const Lock& l, milliseconds ttl, Keeper::Answer answer) {
+                      run(Operation::Kind::extend, l, ttl, 1, std::move(answer));
+                    },
+                    [this](const Lock& l) { run(Operation::Kind::unlock, l, milliseconds{1}, 1, nullptr); },
+                    [this](std::function<void()> fn) { post(std::move(fn)); },
+                }};
+
+ private:
   Deferred::Ptr deferred_;
   bool closed_ = false;
   bool closing_ = false;  // inside close()
@@ -172,7 +188,18 @@ void Client::continue_lock(const Lock& lock, milliseconds ttl, LockCallback cb) 
   impl_->run(Operation::Kind::continue_lock, lock, ttl, 1, std::move(cb));
 }
 
+void Client::keep(const Lock& lock, KeepOptions options, LostCallback on_lost) {
+  if (impl_->closed()) {
+    impl_->post([on_lost = std::move(on_lost)] {
+      if (on_lost) on_lost(make_error_code(errc::closed));
+    });
+    return;
+  }
+  impl_->keeper.keep(lock, options, std::move(on_lost));
+}
+
 void Client::unlock(const Lock& lock, UnlockCallback cb) {
+  impl_->keeper.forget(lock.value);
   if (!cb) cb = [](std::error_code) {};
   impl_->run(Operation::Kind::unlock, lock, milliseconds{1}, 1,
              [cb = std::move(cb)](std::error_code error, const Lock&) { cb(error); });

@@ -23,6 +23,8 @@ class Category final : public std::error_category {
         return "invalid argument";
       case errc::closed:
         return "the client is closed";
+      case errc::expired:
+        return "the lock's validity ran out before a renewal succeeded";
     }
     return "unknown redlock error " + std::to_string(value);
   }

@@ -194,6 +194,7 @@ void Operation::on_decided(const Outcome& outcome) {
     }
   }
   lock_.valid_until = valid_until;
+  lock_.ttl = ttl_;
   finish({});
 }
 

@@ -38,6 +38,7 @@ class REDLOCK_API Client {
  public:
   using LockCallback = std::function<void(std::error_code, Lock)>;
   using UnlockCallback = std::function<void(std::error_code)>;
+  using LostCallback = std::function<void(std::error_code)>;
 
   /// Throws std::invalid_argument when the options are invalid.
   Client(uv_loop_t* loop, Options options);
@@ -65,6 +66,16 @@ class REDLOCK_API Client {
   /// Renews where the value is ours and sets it where the key is absent; the
   /// new Lock says whether ownership was continuous. On failure the lock is lost.
   void continue_lock(const Lock& lock, milliseconds ttl, LockCallback cb);
+  /// Keeps `lock` alive until unlock(lock): extends it to Lock::ttl every
+  /// KeepOptions::every (default ttl / 3), with extend()'s rules. `on_lost`
+  /// runs exactly once if the hold ends other than by unlock(): a refused
+  /// renewal (errc::not_held, errc::unavailable; our value is then deleted
+  /// everywhere), validity running out before a renewal succeeded
+  /// (errc::expired, seen by a timer at valid_until, so a stalled loop reports
+  /// it first thing; the lock is released), max_hold reached (errc::timeout;
+  /// the lock is released), or close() (errc::closed). After unlock(lock),
+  /// on_lost never runs and no renewal outlives the unlock.
+  void keep(const Lock& lock, KeepOptions options, LostCallback on_lost);
   /// Deletes our value on every master; errc::not_held when a quorum no
   /// longer held it.
   void unlock(const Lock& lock, UnlockCallback cb);

@@ -21,6 +21,8 @@ enum class errc {
   invalid_argument,
   /// the client is closed
   closed,
+  /// keep: the lock's validity ran out before a renewal succeeded
+  expired,
 };
 
 /// The category of every redlock::errc; its name() is "redlock".

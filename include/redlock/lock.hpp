@@ -19,9 +19,12 @@ struct REDLOCK_API Lock {
   std::chrono::steady_clock::time_point valid_until{};
   /// 0 unless fencing is enabled.
   std::uint64_t fencing_token = 0;
-  /// continue_lock(): the round started before the previous valid_until, so the
-  /// lock was held without a gap. Always true for lock() and extend().
+  /// continue_lock(): a majority renewed the existing value in a round that
+  /// started before the previous valid_until, so the lock was held without a
+  /// gap. Always true for lock() and extend().
   bool continued = true;
+  /// The ttl it was taken or last extended with (Client::keep renews to it).
+  std::chrono::milliseconds ttl{0};
 
   /// Time left, rounded down; zero once expired.
   std::chrono::milliseconds validity() const;

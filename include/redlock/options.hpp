@@ -42,6 +42,14 @@ struct REDLOCK_API Endpoint {
   std::string to_string() const;
 };
 
+/// How Client::keep keeps a lock alive.
+struct REDLOCK_API KeepOptions {
+  /// Renew this often; 0 means the lock's ttl / 3.
+  milliseconds every{0};
+  /// End the hold (errc::timeout, and the lock is released) after this long; 0 means no cap.
+  milliseconds max_hold{0};
+};
+
 /// Everything a Client needs; validated when the Client is constructed
 /// (std::invalid_argument naming the field). Every duration is at most
 /// 2^31-1 ms (about 24.8 days), the largest ttl.
