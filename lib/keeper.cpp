@@ -88,11 +88,11 @@ void Keeper::renew(Hold& hold) {
   hooks_.extend(
       hold.lock, hold.lock.ttl,
       [this, alive = std::weak_ptr<const bool>(alive_), value = hold.lock.value](std::error_code e, Lock l) {
-        if (!alive.expired()) renewed(value, e, std::move(l));
+        if (!alive.expired()) renewed(value, e, l);
       });
 }
 
-void Keeper::renewed(const std::string& value, std::error_code error, Lock lock) {
+void Keeper::renewed(const std::string& value, std::error_code error, const Lock& lock) {
   auto it = holds_.find(value);
   if (it == holds_.end()) return;  // unlocked or ended meanwhile
   Hold& hold = *it->second;

@@ -51,7 +51,7 @@ class Keeper {
   struct Hold;
 
   void renew(Hold& hold);
-  void renewed(const std::string& value, std::error_code error, Lock lock);
+  void renewed(const std::string& value, std::error_code error, const Lock& lock);
   void arm_expiry(Hold& hold);
   void end(Hold& hold, errc why, bool release);
 
