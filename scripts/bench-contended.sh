@@ -22,7 +22,8 @@
 #
 # Measures only on a quiet machine: before every run it waits until no build or
 # test suite runs (pgrep -f 'scripts/test.sh|ninja|meson test'), and gives up
-# after QUIET_WAIT seconds rather than measure under load.
+# after QUIET_WAIT seconds rather than measure under load; a run during which
+# one started is dropped and made again (RETRIES, default 5).
 # Masters are pinned to CPU 1, every worker to CPU 0. Every master started here
 # is stopped by pid on exit; bench_contended stops its workers by pid.
 set -euo pipefail
@@ -77,11 +78,13 @@ wait_quiet() {
   while busy; do
     ((waited == 0)) && note "machine busy ($(pgrep -fa 'scripts/test.sh|ninja|meson test' | head -3 | tr '\n' ';')); waiting"
     ((waited >= quiet_wait)) && die "still busy after ${quiet_wait} s; not measuring under load"
-    sleep 10
+    sleep 10 &
+    wait $! || true
     waited=$((waited + 10))
   done
   # Quiet for a few more seconds (a suite between two of its steps).
-  sleep 3
+  sleep 3 &
+  wait $! || true
   busy && wait_quiet
   ((waited == 0)) || note "quiet after ${waited} s"
   return 0
@@ -146,19 +149,38 @@ if (($(nproc) >= 2)); then
 fi
 
 # ---- runs ------------------------------------------------------------------
+# Runs one bench_contended call on a quiet machine. A build or test suite that
+# starts during the call (sampled every second) spoils it: its lines are
+# dropped and the call is made again, at most RETRIES times.
+retries=${RETRIES:-5}
 run_one() {
-  local label=$1 status=0
+  local label=$1 status attempt disturbed
   shift
-  wait_quiet
-  note "run: $label"
-  # The runs of one call take (SERIAL_MS + 2 x DURATION_MS) plus start-up.
-  timeout -k 5 $(((serial_ms + 2 * duration_ms) / 1000 + 120)) "$@" >"$tmp_out.run" &
-  child=$!
-  wait "$child" || status=$?
-  child=
-  grep '^{' "$tmp_out.run" >>"$tmp_out" || true
-  rm -f "$tmp_out.run"
-  ((status == 0)) || die "$label exited with status $status"
+  for ((attempt = 1; ; attempt++)); do
+    wait_quiet
+    note "run: $label"
+    status=0
+    disturbed=0
+    # The runs of one call take (SERIAL_MS + 2 x DURATION_MS) plus start-up.
+    timeout -k 5 $(((serial_ms + 2 * duration_ms) / 1000 + 120)) "$@" >"$tmp_out.run" &
+    child=$!
+    while kill -0 "$child" 2>/dev/null; do
+      busy && disturbed=1
+      sleep 1 &
+      wait $! || true
+    done
+    wait "$child" || status=$?
+    child=
+    ((status == 0)) || die "$label exited with status $status"
+    if ((disturbed == 0)); then
+      grep '^{' "$tmp_out.run" >>"$tmp_out" || true
+      rm -f "$tmp_out.run"
+      return 0
+    fi
+    rm -f "$tmp_out.run"
+    note "a build or test suite ran during $label; its figures are dropped"
+    ((attempt < retries)) || die "$label disturbed $retries times; not measuring under load"
+  done
 }
 
 started=$SECONDS
