@@ -19,6 +19,8 @@
 #   QUIET_WAIT         seconds to wait for a quiet machine before each run (default 3600)
 #   REDLOCK_PEERS_DIR  where node-redlock is installed (default /tmp/redlock-peers)
 #   BASE_PORT          first master port (default: a free run of ports in 20000-39999)
+#   RESUME             a JSONL of an interrupted run: its (impl, N, K, rep) lines are kept
+#                      and those runs not made again
 #
 # Measures only on a quiet machine: before every run it waits until no build or
 # test suite runs (pgrep -f 'scripts/test.sh|ninja|meson test'), and gives up
@@ -161,8 +163,8 @@ run_one() {
     note "run: $label"
     status=0
     disturbed=0
-    # The runs of one call take (SERIAL_MS + 2 x DURATION_MS) plus start-up.
-    timeout -k 5 $(((serial_ms + 2 * duration_ms) / 1000 + 120)) "$@" >"$tmp_out.run" &
+      # One run: DURATION_MS (or SERIAL_MS) plus start-up and the workers' exit.
+    timeout -k 5 $((duration_ms / 1000 + 90)) "$@" >"$tmp_out.run" &
     child=$!
     while kill -0 "$child" 2>/dev/null; do
       busy && disturbed=1
@@ -183,13 +185,27 @@ run_one() {
   done
 }
 
+resume=${RESUME:-}
+done_before() { # impl n k rep: that run is in RESUME already
+  [[ -n $resume ]] && grep -q "\"impl\":\"$1\",\"masters\":$2,\"processes\":$3,\"rep\":$4," "$resume"
+}
+if [[ -n $resume ]]; then
+  grep '^{' "$resume" | grep -v '"rep":"median"' | grep -v '"bench":"targets"' >>"$tmp_out" || true
+fi
+
+# One call per run (short calls: a build that starts meanwhile spoils less).
 started=$SECONDS
 for ((rep = 1; rep <= reps; rep++)); do
   for n in $ns; do
     for impl in $impls; do
-      run_one "$impl N=$n K=$ks, repetition $rep/$reps" \
-        "$bench" --ports "$ports" --masters "$n" --processes "$ks" --impls "$impl" \
-        --duration-ms "$duration_ms" --serial-duration-ms "$serial_ms" --rep "$rep" --node-modules "$peers_dir"
+      for k in ${ks//,/ }; do
+        if done_before "$impl" "$n" "$k" "$rep"; then
+          continue
+        fi
+        run_one "$impl N=$n K=$k, repetition $rep/$reps" \
+          "$bench" --ports "$ports" --masters "$n" --processes "$k" --impls "$impl" \
+          --duration-ms "$duration_ms" --serial-duration-ms "$serial_ms" --rep "$rep" --node-modules "$peers_dir"
+      done
     done
   done
 done
