@@ -2,6 +2,7 @@
 # Peer comparison: node-redlock vs our bench_acquire on the same 5 local masters.
 #
 #   scripts/bench-peers.sh
+#   scripts/bench-peers.sh --install-only   only install node-redlock (for bench-contended.sh)
 #
 # Environment (all optional):
 #   REDLOCK_PEERS_DIR  scratch folder for the npm install (default /tmp/redlock-peers;
@@ -89,6 +90,10 @@ else
   [[ -f $peers_dir/package.json ]] || echo '{"name":"redlock-peers","private":true}' >"$peers_dir/package.json"
   (cd "$peers_dir" && timeout 600 npm install --no-audit --no-fund \
     "redlock@$redlock_version" "ioredis@$ioredis_major" >&2)
+fi
+
+if [[ ${1:-} == --install-only ]]; then
+  exit 0
 fi
 
 # ---- masters ---------------------------------------------------------------
