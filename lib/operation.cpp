@@ -188,7 +188,7 @@ void Operation::on_decided(const Outcome& outcome) {
       }
       auto round_trip =
           std::chrono::duration_cast<std::chrono::microseconds>(context_.clock.now() - outcome.t0);
-      context_.waiters.released_by_us(key_, outcome.tally.most - 1, round_trip);
+      context_.waiters.released_by_us(key_, lock_.value, outcome.tally.most - 1, round_trip);
       finish({});
       return;
     }

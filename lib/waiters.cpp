@@ -50,7 +50,7 @@ bool Waiters::first_in_line(const std::string& key, const Waiter& waiter) const 
   return it != lines_.end() && !it->second.queue.empty() && it->second.queue.front() == &waiter;
 }
 
-void Waiters::released_by_us(const std::string& key, long long listeners,
+void Waiters::released_by_us(const std::string& key, std::string_view value, long long listeners,
                              std::chrono::microseconds round_trip) {
   // Our own subscriber is one of the listeners while we have waiters there.
   long long others = listeners - (lines_.count(key) != 0 ? 1 : 0);
@@ -58,19 +58,19 @@ void Waiters::released_by_us(const std::string& key, long long listeners,
   std::uint64_t now = uv_now(loop_);
   if (yields_.size() >= yields_to_keep) {
     for (auto it = yields_.begin(); it != yields_.end();) {
-      it = it->second <= now ? yields_.erase(it) : std::next(it);
+      it = it->second.until <= now ? yields_.erase(it) : std::next(it);
     }
   }
   // A waiter needs about a round trip to hear the release and another for its
   // attempt; timers tick in whole milliseconds. The lock is the waiter's
   // meanwhile, so the pause costs the releaser nothing it could have had.
   auto pause = std::chrono::ceil<std::chrono::milliseconds>(4 * round_trip).count();
-  yields_[key] = now + static_cast<std::uint64_t>(std::max<long long>(pause, 2));
+  yields_[key] = Yield{now + static_cast<std::uint64_t>(std::max<long long>(pause, 2)), std::string(value)};
 }
 
 std::uint64_t Waiters::yield_until(const std::string& key) const {
   auto it = yields_.find(key);
-  return it == yields_.end() ? 0 : it->second;
+  return it == yields_.end() ? 0 : it->second.until;
 }
 
 void Waiters::open_subscribers() {
@@ -116,6 +116,9 @@ void Waiters::resubscribe(Master& subscriber) {
 void Waiters::on_message(std::string_view channel, std::string_view value) {
   if (channel.size() <= channel_suffix.size()) return;
   std::string key(channel.substr(0, channel.size() - channel_suffix.size()));
+  // Another owner released it after us: the others had their turn.
+  auto yield = yields_.find(key);
+  if (yield != yields_.end() && yield->second.value != value) yields_.erase(yield);
   auto it = lines_.find(key);
   if (it == lines_.end() || it->second.queue.empty()) return;
   it->second.queue.front()->wake(value);

@@ -50,11 +50,13 @@ class Waiters {
   void leave(const std::string& key, Waiter& waiter);
   bool first_in_line(const std::string& key, const Waiter& waiter) const;
 
-  /// Our own unlock of `key` deleted our value and told `listeners`
+  /// Our own unlock of `key` deleted `value` and told `listeners`
   /// subscribers on one master. If some of them were others (not this
   /// Client), this Client lets them try first: for four round trips of the
-  /// unlock, 2 ms at least.
-  void released_by_us(const std::string& key, long long listeners, std::chrono::microseconds round_trip);
+  /// unlock, 2 ms at least, or until another owner's release is heard (the
+  /// others had their turn).
+  void released_by_us(const std::string& key, std::string_view value, long long listeners,
+                      std::chrono::microseconds round_trip);
   /// uv_now() milliseconds before which this Client should not try `key`.
   std::uint64_t yield_until(const std::string& key) const;
 
@@ -78,8 +80,12 @@ class Waiters {
   uv_loop_t* loop_;
   const Options& options_;
   std::unordered_map<std::string, Line> lines_;
-  std::unordered_map<std::string, std::uint64_t> yields_;  // key -> uv_now() ms
-  std::vector<std::unique_ptr<Master>> subscribers_;       // empty until the first waiter
+  struct Yield {
+    std::uint64_t until;  // uv_now() ms
+    std::string value;    // the value we released
+  };
+  std::unordered_map<std::string, Yield> yields_;
+  std::vector<std::unique_ptr<Master>> subscribers_;  // empty until the first waiter
 };
 
 }  // namespace redlock
