@@ -5,7 +5,8 @@
 # (TSAN_BUILD_DIR, default "build-tsan"; skipped when arguments pick tests).
 # Arguments go to `meson test` (e.g. a suite: scripts/test.sh unit).
 # REDLOCK_TEST_TIMEOUT_MULTIPLIER reaches the tests and also scales meson's
-# per-test timeouts. The last line is "N passed, N failed"; the exit status is
+# per-test timeouts; unset, it is 1 for the plain build, 2 under ASan and 4
+# under TSan (their slowdown, which a busy machine makes worse). The last line is "N passed, N failed"; the exit status is
 # non-zero when anything failed.
 set -euo pipefail
 
@@ -93,7 +94,7 @@ if bash scripts/setup.sh; then
 
   if [[ -f $ASAN_BUILD_DIR/build.ninja ]] ||
     meson setup "$ASAN_BUILD_DIR" -Db_sanitize=address,undefined -Db_lundef=false; then
-    ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
+    REDLOCK_TEST_TIMEOUT_MULTIPLIER=${REDLOCK_TEST_TIMEOUT_MULTIPLIER:-2} ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
       UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
       run_suite sanitizers "$ASAN_BUILD_DIR"
   else
@@ -105,7 +106,8 @@ if bash scripts/setup.sh; then
   if ((${#test_args[@]} == 0)); then
     if [[ -f $TSAN_BUILD_DIR/build.ninja ]] ||
       meson setup "$TSAN_BUILD_DIR" -Db_sanitize=thread -Db_lundef=false -Dexamples=disabled -Dbench=disabled; then
-      TSAN_OPTIONS=halt_on_error=1 run_suite threads "$TSAN_BUILD_DIR" blocking client proxy wait
+      REDLOCK_TEST_TIMEOUT_MULTIPLIER=${REDLOCK_TEST_TIMEOUT_MULTIPLIER:-4} TSAN_OPTIONS=halt_on_error=1 \
+        run_suite threads "$TSAN_BUILD_DIR" blocking client proxy wait
     else
       echo "=== threads: meson setup $TSAN_BUILD_DIR failed"
       total_failed=$((total_failed + 1))

@@ -1,5 +1,7 @@
 #include "cluster.hpp"
 
+#include "timeouts.hpp"
+
 #include <stdexcept>
 #include <utility>
 
@@ -17,6 +19,10 @@ Cluster::Cluster(int n, ServerOptions each) {
 redlock::Options Cluster::options() const {
   redlock::Options options;
   for (const auto& server : servers_) options.masters.push_back(server->endpoint());
+  // The defaults, stretched on slow machines and sanitizer builds as every
+  // test deadline is: a test that measures the timeouts sets its own.
+  options.connect_timeout = scaled(options.connect_timeout);
+  options.command_timeout = scaled(options.command_timeout);
   return options;
 }
 
