@@ -33,6 +33,7 @@
 #include <sched.h>
 #include <signal.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include <uv.h>
@@ -475,8 +476,58 @@ struct RunResult {
   std::map<std::string, long long> calls;
   std::int64_t start = 0, end = 0;
   int killed = 0;
+  double foreign_cpu = 0;  // share of the machine's CPU time used by processes other than ours
+  double steal_cpu = 0;    // share stolen by the hypervisor
   int failed = 0;
 };
+
+// ---- other load on the machine ----------------------------------------------
+// CPU time (clock ticks) of every CPU from /proc/stat: spent in processes
+// (user, nice, system; interrupts cannot be told apart by owner) and stolen
+// by the hypervisor (this machine is a VM: its vCPUs wait while others run).
+struct MachineTicks {
+  long long busy = 0, steal = 0;
+};
+MachineTicks machine_ticks() {
+  std::ifstream stat("/proc/stat");
+  std::string cpu;
+  long long user = 0, nice = 0, system = 0, idle = 0, iowait = 0, irq = 0, softirq = 0, steal = 0;
+  stat >> cpu >> user >> nice >> system >> idle >> iowait >> irq >> softirq >> steal;
+  return {user + nice + system, steal};
+}
+
+// utime + stime of one process (clock ticks); 0 when it is gone.
+long long process_ticks(pid_t pid) {
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string text((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
+  auto paren = text.rfind(')');
+  if (paren == std::string::npos) return 0;
+  std::istringstream fields(text.substr(paren + 2));
+  std::string field;
+  long long utime = 0, stime = 0;
+  for (int i = 3; i <= 15 && fields >> field; ++i) {
+    if (i == 14) utime = std::atoll(field.c_str());
+    if (i == 15) stime = std::atoll(field.c_str());
+  }
+  return utime + stime;
+}
+
+long long rusage_ticks(int who) {
+  rusage u{};
+  getrusage(who, &u);
+  auto us = [](const timeval& t) { return static_cast<long long>(t.tv_sec) * 1'000'000 + t.tv_usec; };
+  return (us(u.ru_utime) + us(u.ru_stime)) * sysconf(_SC_CLK_TCK) / 1'000'000;
+}
+
+std::vector<pid_t> master_pids(const std::vector<int>& ports) {
+  std::vector<pid_t> pids;
+  for (int port : ports) {
+    std::string info = command_text(port, "INFO server");
+    auto at = info.find("process_id:");
+    if (at != std::string::npos) pids.push_back(static_cast<pid_t>(std::atol(info.c_str() + at + 11)));
+  }
+  return pids;
+}
 
 std::vector<std::string> worker_command(const Settings& s, const std::string& impl,
                                         const std::vector<int>& ports, const std::string& resource,
@@ -557,6 +608,19 @@ RunResult run_once(const Settings& s, const std::string& impl, const std::vector
     }
     ::close(ready[0]);
     ready[0] = -1;
+    // Other load: the machine's busy CPU time during the run less what the
+    // masters, this process and the workers (from now on) used.
+    auto masters = master_pids(ports);
+    auto ours_ticks = [&] {
+      long long t = rusage_ticks(RUSAGE_SELF) + rusage_ticks(RUSAGE_CHILDREN);
+      for (pid_t m : masters) t += process_ticks(m);
+      return t;
+    };
+    long long workers_before = 0;
+    for (const auto& w : workers) workers_before += process_ticks(w.pid);
+    MachineTicks machine_before = machine_ticks();
+    long long ours_before = ours_ticks() + workers_before;
+    auto measured_from = now_ns();
     r.start = now_ns() + 50'000'000;
     r.end = r.start + std::chrono::duration_cast<std::chrono::nanoseconds>(duration).count();
     std::string go = std::to_string(r.start) + " " + std::to_string(r.end) + "\n";
@@ -591,6 +655,14 @@ RunResult run_once(const Settings& s, const std::string& impl, const std::vector
       }
       std::this_thread::sleep_for(10ms);
     }
+    MachineTicks machine_after = machine_ticks();
+    long long foreign = (machine_after.busy - machine_before.busy) - (ours_ticks() - ours_before);
+    double available = static_cast<double>(now_ns() - measured_from) / 1e9 *
+                       static_cast<double>(sysconf(_SC_CLK_TCK)) *
+                       static_cast<double>(std::max(1u, std::thread::hardware_concurrency()));
+    r.foreign_cpu = available > 0 ? std::max(0.0, static_cast<double>(foreign) / available) : 0;
+    r.steal_cpu =
+        available > 0 ? static_cast<double>(machine_after.steal - machine_before.steal) / available : 0;
   } catch (...) {
     kill_all();
     for (int fd : ready) {
@@ -744,7 +816,12 @@ Summary report(const Settings& s, const std::string& impl, int n, int k, int rep
     line.add("attempts_per_acquisition",
              static_cast<double>(attempts_seen) / static_cast<double>(attempts_cycles));
   }
-  line.add("killed", r.killed).add("failed_workers", r.failed).add("placement", placement).print();
+  line.add("foreign_cpu", r.foreign_cpu)
+      .add("steal_cpu", r.steal_cpu)
+      .add("killed", r.killed)
+      .add("failed_workers", r.failed)
+      .add("placement", placement)
+      .print();
 
   bool broken = overlaps > 0 || r.failed > 0 || r.killed > 0 || all.empty();
   if (broken) {

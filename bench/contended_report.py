@@ -15,9 +15,10 @@ import sys
 
 IMPLS = ["redlock", "redlock-polling", "node-redlock", "node-redlock-10ms"]
 FIELDS = ["cycles_per_s", "least_served_ratio", "most_served_ratio", "handoff_p50_us", "handoff_p99_us",
-          "other_handoff_p50_us", "other_handoff_p99_us", "retake_ratio", "wait_p50_us", "wait_p99_us",
+          "other_handoff_p50_us", "other_handoff_p99_us", "from_unlock_call_p50_us", "from_unlock_call_p99_us",
+          "retake_ratio", "wait_p50_us", "wait_p99_us",
           "errors", "votes_asked_per_acquisition", "votes_refused_per_acquisition", "deletes_per_acquisition",
-          "publishes_per_acquisition", "attempts_per_acquisition"]
+          "publishes_per_acquisition", "attempts_per_acquisition", "foreign_cpu", "steal_cpu"]
 
 
 def load(path):
@@ -87,7 +88,8 @@ def main(path, append):
             continue
         node = med.get(("node-redlock", 5, k), {})
         node10 = med.get(("node-redlock-10ms", 5, k), {})
-        for prefix, label in (("handoff", "handoff"), ("other_handoff", "handoff to another process")):
+        for prefix, label in (("handoff", "handoff"), ("other_handoff", "handoff to another process"),
+                              ("from_unlock_call", "unlock called -> next lock answered")):
             p50, p99 = ours.get(prefix + "_p50_us"), ours.get(prefix + "_p99_us")
             target("N=5 K=%d %s p50 <= 1000 us" % (k, label), p50, 1000, p50 is not None and p50 <= 1000)
             target("N=5 K=%d %s p99 <= 5000 us" % (k, label), p99, 5000, p99 is not None and p99 <= 5000)
@@ -119,7 +121,7 @@ def main(path, append):
         return ("%%.%df" % digits) % x
 
     header = ["N", "K", "impl", "reps", "cycles/s", "x serial", "least", "retake", "handoff p50", "p99",
-              "to-other p50", "p99", "wait p50", "p99", "errors", "votes/acq", "refused/acq", "del/acq"]
+              "to-other p50", "p99", "unlock call p50", "p99", "wait p50", "p99", "errors", "votes/acq", "refused/acq", "del/acq", "steal"]
     rows = [header]
     for line in lines:
         rows.append([str(line["masters"]), str(line["processes"]), line["impl"], str(line["reps"]),
@@ -128,15 +130,18 @@ def main(path, append):
                      fmt(line.get("least_served_ratio"), 2), fmt(line.get("retake_ratio"), 2),
                      fmt(line.get("handoff_p50_us")), fmt(line.get("handoff_p99_us")),
                      fmt(line.get("other_handoff_p50_us")), fmt(line.get("other_handoff_p99_us")),
+                     fmt(line.get("from_unlock_call_p50_us")), fmt(line.get("from_unlock_call_p99_us")),
                      fmt(line.get("wait_p50_us")), fmt(line.get("wait_p99_us")), fmt(line.get("errors")),
                      fmt(line.get("votes_asked_per_acquisition"), 2),
                      fmt(line.get("votes_refused_per_acquisition"), 2),
-                     fmt(line.get("deletes_per_acquisition"), 2)])
+                     fmt(line.get("deletes_per_acquisition"), 2), fmt(line.get("steal_cpu"), 2)])
     widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
     print("Medians over repetitions; times in us; 'x serial' = cycles/s over redlock's one-process run;")
     print("handoff = previous holder's unlock answered -> next lock answered; 'to-other' counts only")
-    print("handoffs to another process; retake = share of acquisitions by the previous holder;")
-    print("votes/refused/del per acquisition per master, from the masters' commandstats.")
+    print("handoffs to another process; 'unlock call' = previous holder called unlock -> next lock answered;")
+    print("retake = share of acquisitions by the previous holder;")
+    print("votes/refused/del per acquisition per master, from the masters' commandstats;")
+    print("steal = share of the vCPUs' time the hypervisor gave to other guests during the run.")
     for i, r in enumerate(rows):
         print("  ".join(c.rjust(widths[j]) if j != 2 else c.ljust(widths[j]) for j, c in enumerate(r)))
         if i == 0:

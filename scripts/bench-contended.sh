@@ -25,7 +25,10 @@
 # Measures only on a quiet machine: before every run it waits until no build or
 # test suite runs (pgrep -f 'scripts/test.sh|ninja|meson test'), and gives up
 # after QUIET_WAIT seconds rather than measure under load; a run during which
-# one started is dropped and made again (RETRIES, default 5).
+# one started, or in which other processes used more than FOREIGN_MAX (default
+# 0.03) of the machine's CPU time, is dropped and made again (RETRIES, default 5).
+# Each line also says how much the hypervisor stole (steal_cpu): this machine
+# is a VM, and its neighbours' load is seen only there.
 # Masters are pinned to CPU 1, every worker to CPU 0. Every master started here
 # is stopped by pid on exit; bench_contended stops its workers by pid.
 set -euo pipefail
@@ -155,6 +158,7 @@ fi
 # starts during the call (sampled every second) spoils it: its lines are
 # dropped and the call is made again, at most RETRIES times.
 retries=${RETRIES:-5}
+foreign_max=${FOREIGN_MAX:-0.03}
 run_one() {
   local label=$1 status attempt disturbed
   shift
@@ -174,6 +178,15 @@ run_one() {
     wait "$child" || status=$?
     child=
     ((status == 0)) || die "$label exited with status $status"
+    # Other processes' CPU time during the run (bench_contended measures it).
+    if python3 -c 'import json, sys
+sys.exit(any(json.loads(l).get("foreign_cpu", 0) > float(sys.argv[2]) for l in open(sys.argv[1]) if l.startswith("{")))' \
+      "$tmp_out.run" "$foreign_max"; then
+      :
+    else
+      note "other processes used more than $foreign_max of the CPU time during $label"
+      disturbed=1
+    fi
     if ((disturbed == 0)); then
       grep '^{' "$tmp_out.run" >>"$tmp_out" || true
       rm -f "$tmp_out.run"
