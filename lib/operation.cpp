@@ -8,6 +8,29 @@
 #include "token.hpp"
 
 namespace redlock {
+namespace {
+
+// Rendezvous hashing: each master's rank for a key, the same in every Client
+// that names the master alike, whatever the order of Options::masters.
+std::uint64_t gate_rank(std::string_view key, const Endpoint& master) {
+  std::uint64_t h = 14695981039346656037ULL;  // FNV-1a
+  auto add = [&h](std::string_view bytes) {
+    for (unsigned char c : bytes) {
+      h ^= c;
+      h *= 1099511628211ULL;
+    }
+  };
+  add(key);
+  add(std::string_view("\0", 1));
+  add(master.unix_socket.empty() ? master.host : master.unix_socket);
+  add(std::to_string(master.port));
+  // splitmix64's finalizer: FNV-1a alone leaves the ranks of similar names close.
+  h = (h ^ (h >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  h = (h ^ (h >> 27)) * 0x94d049bb133111ebULL;
+  return h ^ (h >> 31);
+}
+
+}  // namespace
 
 Context::Context(uv_loop_t* l, Options o)
     : loop(l), options(std::move(o)), clock(options.clock), rng(random_seed()) {
@@ -35,7 +58,7 @@ std::shared_ptr<const Command> Operation::make_command() const {
     case Kind::continue_lock:
       return Command::script(scripts::continue_lock, {key_, lock_.value, ttl});
     case Kind::unlock:
-      return Command::script(scripts::unlock, {key_, lock_.value, Waiters::channel(key_)});
+      return Command::script(scripts::unlock, {key_, lock_.value, Waiters::channel(key_), lock_.value});
   }
   return nullptr;
 }
@@ -74,15 +97,28 @@ void Operation::try_now() {
   attempt();
 }
 
-void Operation::wake(std::string_view released) {
-  if (!cb_) return;                     // answered already
-  if (released == lock_.value) return;  // the clean-up of our own failed attempt
+void Operation::wake(std::string_view message) {
+  if (!cb_) return;                                             // answered already
+  if (Waiters::released_value(message) == lock_.value) return;  // the clean-up of our own attempt
+  if (Waiters::is_partial(message) && held_by_majority_) return;
   if (in_flight_) {
     woken_ = true;  // the attempt in flight may fail before the release; try again then
     return;
   }
   if (retry_timer_) uv_timer_stop(retry_timer_.get());
-  by_release_ = !released.empty();
+  by_release_ = !message.empty();
+  try_now();
+}
+
+// Like a release, the check is not one of lock()'s retries.
+void Operation::recheck() {
+  if (!cb_) return;
+  if (in_flight_) {
+    woken_ = true;
+    return;
+  }
+  if (retry_timer_) uv_timer_stop(retry_timer_.get());
+  by_release_ = true;
   try_now();
 }
 
@@ -132,6 +168,50 @@ void Operation::attempt() {
     lost(errc::not_held);
     return;
   }
+  passed_gate_ = false;
+  if (waiting_ && std::exchange(tried_, true)) {
+    if (Master* g = gate()) {
+      round_ = Round::start_on(*g, command_, t0, [this](const Outcome& o) { on_gate(o); });
+      return;
+    }
+  }
+  start_round(t0);
+}
+
+// A waiter's later attempts first ask one master, the same for every Client
+// that names the masters alike (rendezvous hashing on the key), and go to
+// all only if it said yes. Waiters in many processes woken by one release
+// would otherwise split the votes (each wins some masters, none a majority)
+// and retry in a storm; at the gate one of them passes, the others learn the
+// holder's ttl there and sleep. A gate that is down or slow is skipped.
+Master* Operation::gate() const {
+  Master* best = nullptr;
+  std::uint64_t best_rank = 0;
+  for (const auto& m : context_.masters) {
+    if (!m->voting()) continue;
+    std::uint64_t rank = gate_rank(key_, m->endpoint());
+    if (best == nullptr || rank > best_rank) {
+      best = m.get();
+      best_rank = rank;
+    }
+  }
+  return best;
+}
+
+void Operation::on_gate(const Outcome& outcome) {
+  if (outcome.error == errc::not_acquired) {
+    // Held at the gate: nothing of ours to release there.
+    in_flight_ = false;
+    held_by_majority_ = false;
+    attempt_failed(errc::not_acquired, &outcome, false);
+    return;
+  }
+  passed_gate_ = outcome.reached;
+  uv_update_time(context_.loop);
+  start_round(context_.clock.now());
+}
+
+void Operation::start_round(TimePoint t0) {
   auto decided = [this](const Outcome& o) { on_decided(o); };
   if (kind_ == Kind::unlock) {
     round_ = Round::start(context_.masters, command_, t0, std::move(decided), Decide::answered,
@@ -161,6 +241,8 @@ void Operation::on_decided(const Outcome& outcome) {
   switch (kind_) {
     case Kind::acquire:
       if (!still_valid) {
+        held_by_majority_ =
+            passed_gate_ && outcome.tally.no >= quorum::majority(static_cast<int>(context_.masters.size()));
         // A quorum that answered too slowly gives a lock that is already dead.
         attempt_failed(outcome.reached ? errc::unavailable : outcome.error, &outcome);
         return;
@@ -198,8 +280,10 @@ void Operation::on_decided(const Outcome& outcome) {
   finish({});
 }
 
-void Operation::attempt_failed(errc error, const Outcome* outcome) {
-  release_everywhere(lock_.value);
+void Operation::attempt_failed(errc error, const Outcome* outcome, bool release) {
+  // Keys of an attempt that reached no majority were no lock: their release
+  // is marked partial (see wake()).
+  if (release) release_everywhere(lock_.value, outcome == nullptr || !outcome->reached);
   last_error_ = error;
   if (attempts_left_ <= 0) {
     finish(error);
@@ -222,6 +306,7 @@ void Operation::attempt_failed(errc error, const Outcome* outcome) {
     try_now();  // a release came while this attempt was in flight
     return;
   }
+  context_.waiters.listen(key_);
   int majority = quorum::majority(static_cast<int>(context_.masters.size()));
   // Only a lock() with a wait: the retry-count form keeps its pauses (a
   // release still ends them), or it would spend its retries on ties.
@@ -248,8 +333,9 @@ void Operation::lost(errc error) {
 // that timed out may still have run, and a late yes must not leave our key.
 // Written now, before the caller hears of the failure; a master that is down
 // gets it when it comes back, within release_patience().
-void Operation::release_everywhere(std::string_view value) {
-  auto command = Command::script(scripts::unlock, {key_, value, Waiters::channel(key_)});
+void Operation::release_everywhere(std::string_view value, bool partial) {
+  std::string message = partial ? Waiters::partial_release(value) : std::string(value);
+  auto command = Command::script(scripts::unlock, {key_, value, Waiters::channel(key_), message});
   for (const auto& m : context_.masters) {
     m->send(command, {}, release_patience());
     m->flush();

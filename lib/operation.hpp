@@ -81,21 +81,25 @@ class Operation final : public Waiters::Waiter {
   /// errc::closed, do nothing more.
   void cancel();
 
-  void wake(std::string_view released) override;
+  void wake(std::string_view message) override;
+  void recheck() override;
 
  private:
   std::shared_ptr<const Command> make_command() const;
   void attempt();
+  Master* gate() const;
+  void on_gate(const Outcome& outcome);
+  void start_round(TimePoint t0);
   void on_decided(const Outcome& outcome);
   bool waits() const { return kind_ == Kind::acquire && deadline_ != 0; }
   void try_now();
-  void attempt_failed(errc error, const Outcome* outcome);
+  void attempt_failed(errc error, const Outcome* outcome, bool release = true);
   void sleep(std::uint64_t ms);
   bool out_of_time() const;
   void answer_waited(errc last);
   void lost(errc error);
   milliseconds release_patience() const;
-  void release_everywhere(std::string_view value);
+  void release_everywhere(std::string_view value, bool partial = false);
   void finish(std::error_code error);
   std::error_code check_on_arrival(const Lock& lock);
 
@@ -116,7 +120,12 @@ class Operation final : public Waiters::Waiter {
   bool enlisted_ = false;
   bool in_flight_ = false;
   bool woken_ = false;
-  bool by_release_ = false;  // the next attempt was started by a release
+  bool by_release_ = false;   // the next attempt was started by a release
+  bool tried_ = false;        // an attempt was made: the next goes through the gate
+  bool passed_gate_ = false;  // the attempt in flight passed the gate
+  // The last attempt passed the gate and a majority refused it: a holder has
+  // the lock, and a failed attempt's clean-up does not free it.
+  bool held_by_majority_ = false;
   bool answer_timeout_ = false;
   errc last_error_{};
   std::uint64_t deadline_ = 0;

@@ -37,6 +37,13 @@ std::shared_ptr<Round> Round::start(const std::vector<std::unique_ptr<Master>>& 
   return round;
 }
 
+std::shared_ptr<Round> Round::start_on(Master& master, const std::shared_ptr<const Command>& command,
+                                       TimePoint t0, Decided decided) {
+  auto round = std::make_shared<Round>(Token{}, 1, t0, std::move(decided), Decide::early);
+  master.send(command, round);
+  return round;
+}
+
 void Round::on_reply(const Master& from, const Reply& reply) {
   Vote vote = classify(reply);
   if (!from.voting()) vote = Vote::failed;

@@ -65,6 +65,9 @@ class Round final : public ReplyHandler, public std::enable_shared_from_this<Rou
                                       const std::shared_ptr<const Command>& command, TimePoint t0,
                                       Decided decided, Decide rule = Decide::early,
                                       std::chrono::milliseconds patience = {});
+  /// A round of one vote, on `master` alone (a waiter's gate).
+  static std::shared_ptr<Round> start_on(Master& master, const std::shared_ptr<const Command>& command,
+                                         TimePoint t0, Decided decided);
 
   void on_reply(const Master& from, const Reply& reply) override;
   void on_failure(const Master& from, Failure why) override;

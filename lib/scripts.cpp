@@ -8,10 +8,10 @@ const Script unlock{
     "unlock",
     "if redis.call('get', KEYS[1]) == ARGV[1] then\n"
     "  redis.call('del', KEYS[1])\n"
-    "  return 1 + redis.call('publish', ARGV[2], ARGV[1])\n"
+    "  return 1 + redis.call('publish', ARGV[2], ARGV[3])\n"
     "end\n"
     "return 0\n",
-    "9f55905122b5771f769340f125f3617f7f2cac6c",
+    "30bc625edee04fc918939d01f10ca320b4d52acc",
     0,
     std::numeric_limits<int>::max(),
 };
@@ -19,10 +19,11 @@ const Script unlock{
 const Script acquire{
     "acquire",
     "if redis.call('set', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then return 1 end\n"
+    "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('pexpire', KEYS[1], ARGV[2]) end\n"
     "local left = redis.call('pttl', KEYS[1])\n"
     "if left < 0 then return 0 end\n"
     "return -left - 1\n",
-    "55d8300e4b5bfe7841d9126f7160719d58d4d5c1",
+    "9f95a6e45bc781cc09ba335019170d8cc4c8d942",
     -std::numeric_limits<int>::max(),
     1,
 };

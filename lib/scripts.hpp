@@ -17,16 +17,18 @@ struct Script {
 
 namespace scripts {
 
-/// KEYS[1] key, ARGV[1] value, ARGV[2] release channel: deletes the key only
-/// if it holds our value, and then publishes the value on the channel
-/// (waiters wake; a waiter ignores the release of its own failed attempt).
-/// Returns 1 + the number of subscribers that heard it when it deleted, 0
-/// otherwise.
+/// KEYS[1] key, ARGV[1] value, ARGV[2] release channel, ARGV[3] message:
+/// deletes the key only if it holds our value, and then publishes the
+/// message on the channel (the value; a failed attempt's clean-up marks it,
+/// see Waiters::partial_release). Returns 1 + the number of subscribers that
+/// heard it when it deleted, 0 otherwise.
 extern const Script unlock;
 
 /// KEYS[1] key, ARGV[1] value, ARGV[2] ttl in ms: SET NX PX, for waiters.
-/// Returns 1 when it set the key; otherwise -(the holder's remaining ms + 1),
-/// or 0 when the key has no expiry, so a waiter knows when to try again.
+/// Returns 1 when it set the key or the key already held our value (its ttl
+/// renewed: a waiter's gate master is asked again in the full round);
+/// otherwise -(the holder's remaining ms + 1), or 0 when the key has no
+/// expiry, so a waiter knows when to try again.
 extern const Script acquire;
 
 /// KEYS[1] key, ARGV[1] value, ARGV[2] ttl in ms: sets the ttl only if the key

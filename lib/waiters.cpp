@@ -9,12 +9,43 @@ namespace redlock {
 namespace {
 
 constexpr std::string_view channel_suffix = ":released";
+constexpr char partial_mark = '~';  // never in a value (hex digits)
 // Past this many remembered yields, those whose time passed are forgotten.
 constexpr std::size_t yields_to_keep = 64;
+// How long a key stays subscribed after its last waiter left: long enough
+// that a Client locking a resource in a loop keeps its subscription between
+// turns, short enough that others do not long count it as a waiter (their
+// releases yield to listeners).
+constexpr std::uint64_t linger_ms = 100;
+
+// The key whose releases `channel` carries; empty if it is not one of ours.
+std::string key_of(std::string_view channel) {
+  if (channel.size() <= channel_suffix.size() ||
+      channel.substr(channel.size() - channel_suffix.size()) != channel_suffix)
+    return {};
+  return std::string(channel.substr(0, channel.size() - channel_suffix.size()));
+}
 
 }  // namespace
 
-Waiters::Waiters(uv_loop_t* loop, const Options& options) : loop_(loop), options_(options) {
+// Hears the subscribers' answers to SUBSCRIBE.
+class Waiters::Confirmations final : public ReplyHandler {
+ public:
+  explicit Confirmations(Waiters& waiters) : waiters_(waiters) {}
+  void on_reply(const Master&, const Reply& reply) override {
+    if (reply.type == Reply::Type::array && reply.elements.size() == 3 &&
+        reply.elements[0].str == "subscribe") {
+      waiters_.on_subscribed(reply.elements[1].str);
+    }
+  }
+  void on_failure(const Master&, Failure) override {}
+
+ private:
+  Waiters& waiters_;
+};
+
+Waiters::Waiters(uv_loop_t* loop, const Options& options)
+    : loop_(loop), options_(options), confirmations_(std::make_shared<Confirmations>(*this)) {
 }
 
 Waiters::~Waiters() = default;
@@ -25,10 +56,24 @@ std::string Waiters::channel(std::string_view key) {
   return c;
 }
 
+std::string Waiters::partial_release(std::string_view value) {
+  std::string message(1, partial_mark);
+  message += value;
+  return message;
+}
+
+bool Waiters::is_partial(std::string_view message) {
+  return !message.empty() && message.front() == partial_mark;
+}
+
+std::string_view Waiters::released_value(std::string_view message) {
+  return is_partial(message) ? message.substr(1) : message;
+}
+
 void Waiters::enlist(const std::string& key, Waiter& waiter) {
-  Line& line = lines_[key];
-  line.queue.push_back(&waiter);
-  if (line.queue.size() == 1) subscribe(key);
+  lines_[key].queue.push_back(&waiter);
+  auto sub = subscribed_.find(key);
+  if (sub != subscribed_.end()) sub->second.idle_since = 0;
 }
 
 void Waiters::leave(const std::string& key, Waiter& waiter) {
@@ -37,12 +82,28 @@ void Waiters::leave(const std::string& key, Waiter& waiter) {
   auto& queue = it->second.queue;
   bool was_first = !queue.empty() && queue.front() == &waiter;
   queue.erase(std::remove(queue.begin(), queue.end(), &waiter), queue.end());
-  if (queue.empty()) {
-    lines_.erase(it);
-    unsubscribe(key);
+  if (!queue.empty()) {
+    if (was_first) queue.front()->wake({});
     return;
   }
-  if (was_first) queue.front()->wake({});
+  lines_.erase(it);
+  auto sub = subscribed_.find(key);
+  if (sub == subscribed_.end()) return;
+  sub->second.idle_since = std::max<std::uint64_t>(uv_now(loop_), 1);
+  if (!linger_) {
+    linger_ = make_timer(loop_, this);
+    uv_unref(reinterpret_cast<uv_handle_t*>(linger_.get()));
+  }
+  if (uv_is_active(reinterpret_cast<uv_handle_t*>(linger_.get())) == 0) {
+    uv_timer_start(
+        linger_.get(), [](uv_timer_t* t) { owner_of<Waiters>(t)->unsubscribe_idle(); }, linger_ms, 0);
+  }
+}
+
+void Waiters::listen(const std::string& key) {
+  if (subscribed_.count(key) != 0) return;
+  subscribed_.emplace(key, Subscription{});
+  subscribe(key);
 }
 
 bool Waiters::first_in_line(const std::string& key, const Waiter& waiter) const {
@@ -52,8 +113,8 @@ bool Waiters::first_in_line(const std::string& key, const Waiter& waiter) const 
 
 void Waiters::released_by_us(const std::string& key, std::string_view value, long long listeners,
                              std::chrono::microseconds round_trip) {
-  // Our own subscriber is one of the listeners while we have waiters there.
-  long long others = listeners - (lines_.count(key) != 0 ? 1 : 0);
+  // Our own subscriber is one of the listeners while we are subscribed.
+  long long others = listeners - (subscribed_.count(key) != 0 ? 1 : 0);
   if (others <= 0) return;
   std::uint64_t now = uv_now(loop_);
   if (yields_.size() >= yields_to_keep) {
@@ -92,40 +153,75 @@ void Waiters::open_subscribers() {
 
 void Waiters::subscribe(const std::string& key) {
   if (subscribers_.empty()) {
-    open_subscribers();  // they subscribe to every line once connected
+    open_subscribers();  // they subscribe to every key once connected
     return;
   }
   auto command = Command::plain({"SUBSCRIBE", channel(key)});
   for (auto& s : subscribers_) {
-    if (s->state() == Master::State::ready) s->send(command, {});
+    if (s->state() == Master::State::ready) s->send(command, confirmations_);
   }
 }
 
-void Waiters::unsubscribe(const std::string& key) {
-  auto command = Command::plain({"UNSUBSCRIBE", channel(key)});
-  for (auto& s : subscribers_) {
-    if (s->state() == Master::State::ready) s->send(command, {});
+// The linger ran out: unsubscribe every key that has had no waiter since.
+void Waiters::unsubscribe_idle() {
+  std::uint64_t now = uv_now(loop_);
+  std::uint64_t next = 0;  // the earliest linger still running
+  for (auto it = subscribed_.begin(); it != subscribed_.end();) {
+    std::uint64_t idle_since = it->second.idle_since;
+    if (idle_since == 0) {
+      ++it;
+    } else if (now - idle_since >= linger_ms) {
+      auto command = Command::plain({"UNSUBSCRIBE", channel(it->first)});
+      for (auto& s : subscribers_) {
+        if (s->state() == Master::State::ready) s->send(command, {});
+      }
+      it = subscribed_.erase(it);
+    } else {
+      next = next == 0 ? idle_since : std::min(next, idle_since);
+      ++it;
+    }
+  }
+  if (next != 0) {
+    uv_timer_start(
+        linger_.get(), [](uv_timer_t* t) { owner_of<Waiters>(t)->unsubscribe_idle(); },
+        next + linger_ms - now, 0);
   }
 }
 
-// After every (re)connect: the subscriptions of the lines that have waiters.
+// After every (re)connect: every key subscribed.
 void Waiters::resubscribe(Master& subscriber) {
-  for (const auto& [key, line] : lines_) subscriber.send(Command::plain({"SUBSCRIBE", channel(key)}), {});
+  for (const auto& entry : subscribed_) {
+    subscriber.send(Command::plain({"SUBSCRIBE", channel(entry.first)}), confirmations_);
+  }
 }
 
-void Waiters::on_message(std::string_view channel, std::string_view value) {
-  if (channel.size() <= channel_suffix.size()) return;
-  std::string key(channel.substr(0, channel.size() - channel_suffix.size()));
-  // Another owner released it after us: the others had their turn.
+void Waiters::on_subscribed(std::string_view channel) {
+  std::string key = key_of(channel);
+  auto sub = subscribed_.find(key);
+  if (sub == subscribed_.end() || std::exchange(sub->second.confirmed, true)) return;
+  auto it = lines_.find(key);
+  if (it != lines_.end() && !it->second.queue.empty()) it->second.queue.front()->recheck();
+}
+
+void Waiters::on_message(std::string_view channel, std::string_view message) {
+  std::string key = key_of(channel);
+  if (key.empty()) return;
+  // Another owner unlocked it after us: the others had their turn.
   auto yield = yields_.find(key);
-  if (yield != yields_.end() && yield->second.value != value) yields_.erase(yield);
+  if (yield != yields_.end() && !is_partial(message) && yield->second.value != message) yields_.erase(yield);
+  wake_first(key, message);
+}
+
+void Waiters::wake_first(const std::string& key, std::string_view message) {
   auto it = lines_.find(key);
   if (it == lines_.end() || it->second.queue.empty()) return;
-  it->second.queue.front()->wake(value);
+  it->second.queue.front()->wake(message);
 }
 
 void Waiters::close() {
   lines_.clear();
+  subscribed_.clear();
+  linger_.close();
   subscribers_.clear();
 }
 

@@ -14,14 +14,18 @@
 #include <vector>
 
 #include "master.hpp"
+#include "uv_handle.hpp"
 
 namespace redlock {
 
 /// A Client's waiters, per resource (by key): first come, first served, and
 /// only the first in line attempts, so one attempt per resource is in flight.
 /// A release message from any master wakes the first in line. Release
-/// messages come over one subscriber connection per master, opened when the
-/// first waiter arrives; a key is subscribed only while it has waiters.
+/// messages come over one subscriber connection per master, opened when a
+/// waiter first has to wait. A key is subscribed only once an attempt on it
+/// was refused (an uncontended lock costs no subscription), and unsubscribed
+/// once it has had no waiters for a short linger, so a Client that locks the
+/// same resource in a loop does not subscribe and unsubscribe every time.
 ///
 /// Waiters never depend on a message alone: each also sleeps on its own
 /// timer (the holder's expiry, retry_delay, its deadline), so a dropped or
@@ -31,9 +35,11 @@ class Waiters {
   /// What a waiting operation implements.
   class Waiter {
    public:
-    /// A release of `value` was heard (empty: this waiter just became first
+    /// A release `message` was heard (empty: this waiter just became first
     /// in line).
-    virtual void wake(std::string_view value) = 0;
+    virtual void wake(std::string_view message) = 0;
+    /// The subscription was confirmed: a release may have come before it.
+    virtual void recheck() = 0;
 
    protected:
     ~Waiter() = default;
@@ -44,10 +50,16 @@ class Waiters {
   Waiters(const Waiters&) = delete;
   Waiters& operator=(const Waiters&) = delete;
 
-  /// Joins the line for `key` (subscribing its channel for the first waiter).
+  /// Joins the line for `key`.
   void enlist(const std::string& key, Waiter& waiter);
-  /// Leaves the line; the next one, if any, is woken. Unsubscribes after the last.
+  /// Leaves the line; the next one, if any, is woken. After the last, the
+  /// key stays subscribed for the linger.
   void leave(const std::string& key, Waiter& waiter);
+  /// An attempt on `key` was refused and its waiter will sleep: subscribe
+  /// to its releases, unless subscribed already. A release that came between
+  /// the refusal and the subscription would be missed, so once the first
+  /// master confirms the subscription the first in line is woken to try again.
+  void listen(const std::string& key);
   bool first_in_line(const std::string& key, const Waiter& waiter) const;
 
   /// Our own unlock of `key` deleted `value` and told `listeners`
@@ -62,6 +74,13 @@ class Waiters {
 
   /// The channel on which releases of `key` are published.
   static std::string channel(std::string_view key);
+  /// The message an unlock publishes is the value it deleted. A failed
+  /// attempt's clean-up marks it: its keys were a minority, so a waiter
+  /// refused by a majority (a holder) need not wake for it.
+  static std::string partial_release(std::string_view value);
+  static bool is_partial(std::string_view message);
+  /// The value a release message names.
+  static std::string_view released_value(std::string_view message);
 
   /// Closes the subscriber connections (the Client is closing).
   void close();
@@ -70,12 +89,19 @@ class Waiters {
   struct Line {
     std::deque<Waiter*> queue;
   };
+  struct Subscription {
+    bool confirmed = false;        // a master answered the SUBSCRIBE
+    std::uint64_t idle_since = 0;  // uv_now() ms the line emptied; 0 while it has waiters
+  };
+  class Confirmations;
 
   void open_subscribers();
   void subscribe(const std::string& key);
-  void unsubscribe(const std::string& key);
-  void on_message(std::string_view channel, std::string_view value);
+  void unsubscribe_idle();
+  void on_message(std::string_view channel, std::string_view message);
+  void on_subscribed(std::string_view channel);
   void resubscribe(Master& subscriber);
+  void wake_first(const std::string& key, std::string_view message);
 
   uv_loop_t* loop_;
   const Options& options_;
@@ -85,7 +111,10 @@ class Waiters {
     std::string value;    // the value we released
   };
   std::unordered_map<std::string, Yield> yields_;
-  std::vector<std::unique_ptr<Master>> subscribers_;  // empty until the first waiter
+  std::unordered_map<std::string, Subscription> subscribed_;
+  std::shared_ptr<Confirmations> confirmations_;
+  Timer linger_;                                      // unsubscribes the keys idle for a linger
+  std::vector<std::unique_ptr<Master>> subscribers_;  // empty until the first refusal
 };
 
 }  // namespace redlock

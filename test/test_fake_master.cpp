@@ -406,8 +406,8 @@ TEST_CASE("a Client completes its handshake with the fake and takes a lock", "[f
       value = argv[2];
       return resp::status("OK");
     }
-    // EVALSHA sha 1 key value channel
-    if (is_command(argv, "EVALSHA") && argv.size() == 6 && argv[1] == scripts::unlock.sha1 &&
+    // EVALSHA sha 1 key value channel message
+    if (is_command(argv, "EVALSHA") && argv.size() == 7 && argv[1] == scripts::unlock.sha1 &&
         argv[4] == value) {
       return resp::integer(1);
     }

@@ -196,6 +196,40 @@ TEST_CASE("with one master down, a release heard from the others still hands ove
   REQUIRE(loop.close());
 }
 
+TEST_CASE(
+    "a master restarted while a waiter waits is subscribed again, and its release message wakes the waiter",
+    "[wait]") {
+  Cluster masters(3);
+  LoopFixture loop;
+  {
+    Client holder(loop.get(), masters.options());
+    Client waiter_client(loop.get(), slow_polling(masters.options()));
+    Answer held = try_lock(loop, holder, "restart", 30s);
+    REQUIRE_FALSE(held.error);
+    Waiting waiter(waiter_client, "restart", 10s, 20s);
+    let_it_try(loop);
+    const std::vector<std::string> numsub{"PUBSUB", "NUMSUB", "restart:released"};
+    REQUIRE(masters[0].command(numsub) == "restart:released 1");
+
+    masters[0].restart(false);  // a new process: any subscriber it has came back
+    REQUIRE(loop.run_until([&] { return masters[0].command(numsub) == "restart:released 1"; }, 5s));
+    REQUIRE_FALSE(waiter.done());
+
+    // The holder's keys vanish from the other two without a message; only
+    // the restarted master announces the release. Nothing else would wake
+    // the waiter for 10 s (retry_delay) or 30 s (the keys' expiry).
+    masters[1].command({"DEL", "restart"});
+    masters[2].command({"DEL", "restart"});
+    auto announced = steady::now();
+    masters[0].command({"PUBLISH", "restart:released", held.lock.value});
+    REQUIRE(loop.run_until([&] { return waiter.done(); }, 5s));
+    REQUIRE_FALSE(waiter.answer->error);
+    CHECK(*waiter.answered_at - announced < scaled(200ms));
+    CHECK(held_everywhere(masters, "restart", waiter.answer->lock.value));
+  }
+  REQUIRE(loop.close());
+}
+
 TEST_CASE("close answers every waiter with closed and the loop closes clean", "[wait]") {
   Cluster masters(3);
   LoopFixture loop;
