@@ -6,8 +6,10 @@
 # Arguments go to `meson test` (e.g. a suite: scripts/test.sh unit).
 # REDLOCK_TEST_TIMEOUT_MULTIPLIER reaches the tests and also scales meson's
 # per-test timeouts; unset, it is 1 for the plain build, 2 under ASan and 4
-# under TSan (their slowdown, which a busy machine makes worse). The last line is "N passed, N failed"; the exit status is
-# non-zero when anything failed.
+# under TSan (their slowdown, which a busy machine makes worse). With no
+# arguments it also runs the chaos checker, and the consumer checks
+# (scripts/consumers.sh). The last
+# line is "N passed, N failed"; the exit status is non-zero when anything failed.
 set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -134,6 +136,24 @@ if ((${#test_args[@]} == 0)) && [[ -x $BUILD_DIR/test/chaos/redlock-chaos ]]; th
   echo "=== chaos: $chaos_ok passed, $chaos_failed failed"
   total_passed=$((total_passed + chaos_ok))
   total_failed=$((total_failed + chaos_failed))
+fi
+
+# The library as a user takes it: installed and found with pkg-config and
+# CMake, and as a Meson subproject (scripts/consumers.sh); each check counts.
+if ((${#test_args[@]} == 0)); then
+  echo "=== consumers: scripts/consumers.sh"
+  consumers_log=$(mktemp)
+  status=0
+  BUILD_DIR=$BUILD_DIR bash scripts/consumers.sh 2>&1 | tee "$consumers_log" || status=$?
+  consumers_ok=$(grep -c '^consumer .*: ok$' "$consumers_log" || true)
+  consumers_failed=$(grep -c '^consumer .*: FAIL' "$consumers_log" || true)
+  if ((status != 0 && consumers_failed == 0)); then
+    consumers_failed=1  # consumers.sh failed before its checks
+  fi
+  rm -f "$consumers_log"
+  echo "=== consumers: $consumers_ok passed, $consumers_failed failed"
+  total_passed=$((total_passed + consumers_ok))
+  total_failed=$((total_failed + consumers_failed))
 fi
 
 # Done here rather than only in the trap so that the summary stays the last line.
