@@ -7,8 +7,8 @@
 # REDLOCK_TEST_TIMEOUT_MULTIPLIER reaches the tests and also scales meson's
 # per-test timeouts; unset, it is 1 for the plain build, 2 under ASan and 4
 # under TSan (their slowdown, which a busy machine makes worse). With no
-# arguments it also runs the chaos checker, and the consumer checks
-# (scripts/consumers.sh). The last
+# arguments it also runs the chaos checker, the consumer checks
+# (scripts/consumers.sh) and the API reference (scripts/docs.sh). The last
 # line is "N passed, N failed"; the exit status is non-zero when anything failed.
 set -euo pipefail
 
@@ -154,6 +154,14 @@ if ((${#test_args[@]} == 0)); then
   echo "=== consumers: $consumers_ok passed, $consumers_failed failed"
   total_passed=$((total_passed + consumers_ok))
   total_failed=$((total_failed + consumers_failed))
+
+  # The API reference builds without a Doxygen warning.
+  echo "=== docs: scripts/docs.sh"
+  if BUILD_DIR=$BUILD_DIR bash scripts/docs.sh; then
+    total_passed=$((total_passed + 1))
+  else
+    total_failed=$((total_failed + 1))
+  fi
 fi
 
 # Done here rather than only in the trap so that the summary stays the last line.
