@@ -133,7 +133,7 @@ ln -s "$source_dir" "$host/subprojects/redlock"
 if step "$tmp/host-setup.log" meson setup "$host/build" "$host" --force-fallback-for=redlock &&
   step "$tmp/host-build.log" ninja -C "$host/build" -j "$JOBS"; then
   check_output meson-subproject "$host/build/consumer"
-  problems=$(python3 - "$host/build" <<'PY'
+  problems=$(python3 - "$host/build" 2>&1 <<'PY'
 import json, subprocess, sys
 build = sys.argv[1]
 def introspect(what):
@@ -144,6 +144,8 @@ tests = introspect("--tests")
 if tests:
     problems.append("the host has our tests: " + ", ".join(t["name"] for t in tests))
 ours = [t for t in introspect("--targets") if "subprojects/redlock/" in t["defined_in"]]
+if not any(t["name"] == "redlock" for t in ours):
+    problems.append("redlock's library is not among the host's targets: the checks would prove nothing")
 extra = [t["name"] for t in ours if not t["defined_in"].endswith("subprojects/redlock/lib/meson.build")]
 if extra:
     problems.append("targets beyond the library: " + ", ".join(extra))
@@ -151,12 +153,15 @@ installed = introspect("--installed")
 if installed:
     problems.append("installs " + ", ".join(installed.values()))
 with open(build + "/compile_commands.json") as f:
-    werror = [c["file"] for c in json.load(f) if "subprojects/redlock" in c["file"] and "-Werror" in c["command"]]
+    compiled = [c for c in json.load(f) if "subprojects/redlock" in c["file"]]
+if not compiled:
+    problems.append("no source of redlock's in compile_commands.json: the -Werror check would prove nothing")
+werror = [c["file"] for c in compiled if "-Werror" in c["command"]]
 if werror:
     problems.append("-Werror on " + werror[0])
 print("; ".join(problems))
 PY
-  )
+  ) || problems="the check itself failed: $problems"
   if [[ -n $problems ]]; then
     fail meson-subproject-quiet "$problems"
   else
