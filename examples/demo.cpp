@@ -13,8 +13,11 @@
 #include <cstdio>
 #include <cstring>
 #include <memory>
+#include <stdexcept>
 #include <string>
 #include <vector>
+
+#include "args.hpp"
 
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
@@ -32,9 +35,16 @@ double ms_since(Clock::time_point t) {
   return std::chrono::duration<double, std::milli>(Clock::now() - t).count();
 }
 
+const char* const usage_text =
+    "usage: redlock-demo contend|probe MASTER_URI...\n"
+    "  contend  three contenders take turns on one resource; exit 1 if a turn failed\n"
+    "           or two held it at once\n"
+    "  probe    one lock attempt; exit 0 acquired, 2 unavailable, 1 otherwise\n"
+    "  MASTER_URI is redis://[user:pass@]host[:port][/db] or unix:///path; 64 on bad arguments.\n";
+
 redlock::Options options_from(int argc, char** argv) {
-  redlock::Options options;
-  for (int i = 2; i < argc; ++i) options.masters.push_back(redlock::Endpoint::parse(argv[i]));
+  redlock::Options options = example::masters_from(argc, argv, 2, usage_text);
+  options.diagnostics = nullptr;  // the demo kills masters on purpose; its output says so
   return options;
 }
 
@@ -159,20 +169,20 @@ int probe(int argc, char** argv) {
   }
   std::printf("lock %s: %s, answered in %.1f ms (bound from the options: %lld ms)\n", resource,
               lock.error().message().c_str(), took, static_cast<long long>(bound.count()));
+  if (lock.error() == redlock::errc::unavailable) example::print_master_errors(redlock);
   return lock.error() == redlock::errc::unavailable ? 2 : 1;
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc < 3 || (std::strcmp(argv[1], "contend") != 0 && std::strcmp(argv[1], "probe") != 0)) {
-    std::fprintf(stderr, "usage: %s contend|probe redis://HOST:PORT...\n", argv[0]);
-    return 64;
-  }
+  if (argc > 1 && example::is_help(argv[1])) example::usage(usage_text, 0);
+  if (argc < 2 || (std::strcmp(argv[1], "contend") != 0 && std::strcmp(argv[1], "probe") != 0))
+    example::usage(usage_text, example::usage_error);
   try {
     return std::strcmp(argv[1], "contend") == 0 ? contend(argc, argv) : probe(argc, argv);
-  } catch (const std::exception& e) {
+  } catch (const std::invalid_argument& e) {  // the options (a duplicate master)
     std::fprintf(stderr, "error: %s\n", e.what());
-    return 64;
+    return example::usage_error;
   }
 }

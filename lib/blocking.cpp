@@ -89,6 +89,21 @@ class Redlock::Impl {
     return std::move(lock);
   }
 
+  /// Client::master_errors, asked on the loop thread.
+  std::vector<MasterError> master_errors() {
+    auto answer = std::make_shared<std::promise<std::vector<MasterError>>>();
+    auto future = answer->get_future();
+    bool queued = submit([answer](Client& client) {
+      try {
+        answer->set_value(client.master_errors());
+      } catch (...) {
+        answer->set_exception(std::current_exception());
+      }
+    });
+    if (!queued) return {};
+    return future.get();
+  }
+
  private:
   // uv_async_send under the mutex: drain() closes wake_ only after it saw
   // stopping_ under the same mutex, so no send can reach a closed handle.
@@ -167,6 +182,10 @@ std::error_code Redlock::unlock(const Lock& lock) {
     c.unlock(lock, [done = std::move(done)](std::error_code error) { done(error, Lock{}); });
   });
   return result.error();
+}
+
+std::vector<MasterError> Redlock::master_errors() {
+  return impl_->master_errors();
 }
 
 std::error_code LockGuard::extend(milliseconds ttl) {

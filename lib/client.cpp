@@ -6,6 +6,7 @@
 #include <limits>
 #include <optional>
 #include <stdexcept>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -74,13 +75,23 @@ class Client::Impl final : public Context {
            std::optional<milliseconds> budget = std::nullopt) {
     if (!cb) cb = [](std::error_code, const Lock&) {};
     errc refused{};
+    std::string wrong;
     if (closed_) {
       refused = errc::closed;
-    } else if (!valid_call(kind, lock, ttl) || (wait && wait->count() < 0)) {
-      refused = errc::invalid_argument;
+    } else {
+      wrong = invalid_argument(kind, lock, ttl);
+      if (wrong.empty() && wait && wait->count() < 0)
+        wrong = "wait " + std::to_string(wait->count()) + " ms is negative";
+      if (!wrong.empty()) refused = errc::invalid_argument;
     }
     if (refused != errc{}) {
-      post([cb = std::move(cb), refused] { cb(make_error_code(refused), Lock{}); });
+      // Which argument was wrong goes to the diagnostics, on the same later turn.
+      std::function<void(std::string_view)> say;
+      if (!wrong.empty() && options.diagnostics) say = options.diagnostics;
+      post([cb = std::move(cb), refused, say = std::move(say), wrong = std::move(wrong), kind] {
+        if (say) say(std::string("invalid argument to ") + call_name(kind) + ": " + wrong);
+        cb(make_error_code(refused), Lock{});
+      });
       return;
     }
     auto op = std::make_shared<Operation>(*this, kind, std::move(lock), ttl, attempts, std::move(cb));
@@ -112,21 +123,54 @@ class Client::Impl final : public Context {
     closing_ = false;
   }
 
- private:
-  bool valid_call(Operation::Kind kind, const Lock& lock, milliseconds ttl) const {
-    if (lock.resource.empty() || options.key_prefix.size() + lock.resource.size() > max_key_bytes)
-      return false;
-    if (kind == Operation::Kind::acquire) return valid_ttl(ttl);
-    if (lock.value.empty()) return false;
-    return kind == Operation::Kind::unlock || valid_ttl(ttl);
+  std::vector<MasterError> master_errors() const {
+    std::vector<MasterError> errors;
+    for (const auto& m : masters) {
+      std::string cause = m->trouble();
+      if (!cause.empty()) errors.push_back({m->endpoint().to_string(), std::move(cause)});
+    }
+    return errors;
   }
 
-  bool valid_ttl(milliseconds ttl) const {
-    if (ttl.count() <= 0 || ttl > max_ttl) return false;
+ private:
+  static const char* call_name(Operation::Kind kind) {
+    switch (kind) {
+      case Operation::Kind::acquire:
+        return "lock";
+      case Operation::Kind::extend:
+        return "extend";
+      case Operation::Kind::continue_lock:
+        return "continue_lock";
+      case Operation::Kind::unlock:
+        return "unlock";
+    }
+    return "a call";
+  }
+
+  // What is wrong with a call's arguments, or empty when nothing is.
+  std::string invalid_argument(Operation::Kind kind, const Lock& lock, milliseconds ttl) const {
+    if (lock.resource.empty()) return "the resource is empty";
+    if (options.key_prefix.size() + lock.resource.size() > max_key_bytes)
+      return "key_prefix + resource is " + std::to_string(options.key_prefix.size() + lock.resource.size()) +
+             " bytes, more than " + std::to_string(max_key_bytes);
+    if (kind != Operation::Kind::acquire && lock.value.empty())
+      return "the Lock has no value (not from a lock call)";
+    if (kind == Operation::Kind::unlock) return {};
+    return invalid_ttl(ttl);
+  }
+
+  std::string invalid_ttl(milliseconds ttl) const {
+    std::string said = "ttl " + std::to_string(ttl.count()) + " ms ";
+    if (ttl.count() <= 0 || ttl > max_ttl)
+      return said + "is not in 1.." + std::to_string(max_ttl.count()) + " ms";
     // Redlock's restart rule: a master that forgot our key must stay out longer than the key lives.
-    if (options.restart_quarantine.count() > 0 && ttl > options.restart_quarantine) return false;
+    if (options.restart_quarantine.count() > 0 && ttl > options.restart_quarantine)
+      return said + "is longer than restart_quarantine (" +
+             std::to_string(options.restart_quarantine.count()) + " ms)";
     // A ttl the drift allowance eats whole could never give a valid lock.
-    return quorum::drift(ttl, options.drift_factor, options.drift_constant) < ttl;
+    if (quorum::drift(ttl, options.drift_factor, options.drift_constant) >= ttl)
+      return said + "is eaten whole by the drift allowance (ttl * drift_factor + drift_constant)";
+    return {};
   }
 
   // operations_ is destroyed before the masters (a base-class member):
@@ -207,6 +251,10 @@ void Client::unlock(const Lock& lock, UnlockCallback cb) {
 
 void Client::close(std::function<void()> cb) {
   impl_->close(std::move(cb));
+}
+
+std::vector<MasterError> Client::master_errors() const {
+  return impl_->master_errors();
 }
 
 }  // namespace redlock

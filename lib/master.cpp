@@ -1,5 +1,6 @@
 #include "master.hpp"
 
+#include <netdb.h>
 #include <sys/socket.h>
 
 #include <algorithm>
@@ -125,6 +126,23 @@ constexpr std::size_t read_buffer_size = std::size_t{64} * 1024;
 constexpr std::size_t max_buffered_reply = std::size_t{1} << 20;
 // INFO's uptime above this (about 100 years) is not a real uptime.
 constexpr long long max_uptime_seconds = 100LL * 365 * 24 * 3600;
+// An error reply is quoted up to this long in a diagnostics line.
+constexpr std::size_t max_error_said = 200;
+
+// What a diagnostics line says of a handshake step the server refused, with
+// what to do about the usual causes.
+std::string handshake_refusal(std::string_view step, const Reply& reply) {
+  std::string_view code = reply.error_code();
+  std::string hint;
+  if (code == "WRONGPASS") {
+    hint = " (wrong user name or password in the URI)";
+  } else if (code == "NOAUTH") {
+    hint = " (the server wants a password: give it in the URI, redis://:password@host)";
+  } else if (code == "NOPERM") {
+    hint = " (the ACL user lacks a permission: it needs SET, EVAL/EVALSHA, SCRIPT, INFO, PUBLISH, SUBSCRIBE)";
+  }
+  return std::string(step) + " refused, it does not vote: " + reply.str.substr(0, max_error_said) + hint;
+}
 
 std::uint64_t after(std::uint64_t now, std::chrono::milliseconds d) {
   return now + static_cast<std::uint64_t>(d.count());
@@ -156,7 +174,8 @@ struct Callbacks {
   static void on_written(uv_write_t* request, int status) {
     std::unique_ptr<WriteRequest> owned(static_cast<WriteRequest*>(request->data));
     if (status == 0 || status == UV_ECANCELED) return;
-    if (Master* m = owner_of_stream(request->handle)) m->drop(Failure::disconnected);
+    if (Master* m = owner_of_stream(request->handle))
+      m->lost(std::string("write failed: ") + uv_strerror(status));
   }
 };
 
@@ -219,7 +238,7 @@ void Master::flush() {
   if (uv_stream_get_write_queue_size(&socket_->stream) == 0) {
     long sent = send_now(out_.data(), out_.size());
     if (sent < 0) {
-      drop(Failure::disconnected);
+      lost("write failed");
       return;
     }
     written = static_cast<std::size_t>(sent);
@@ -234,8 +253,8 @@ void Master::flush() {
   out_.clear();
   request->request.data = request.get();
   uv_buf_t buf = uv_buf_init(request->bytes.data(), static_cast<unsigned>(request->bytes.size()));
-  if (uv_write(&request->request, &socket_->stream, &buf, 1, Callbacks::on_written) != 0) {
-    drop(Failure::disconnected);
+  if (int rc = uv_write(&request->request, &socket_->stream, &buf, 1, Callbacks::on_written); rc != 0) {
+    lost(std::string("write failed: ") + uv_strerror(rc));
     return;
   }
   [[maybe_unused]] WriteRequest* in_flight = request.release();  // on_written frees it
@@ -287,7 +306,7 @@ void Master::resolve() {
   lookup_ =
       Lookup::start(loop_, config_.endpoint.host, config_.endpoint.port,
                     [this](int status, Addresses addresses) { on_resolved(status, std::move(addresses)); });
-  if (!lookup_) drop(Failure::disconnected);
+  if (!lookup_) lost("cannot start a name lookup");
 }
 
 void Master::on_resolved(int status, Addresses addresses) {
@@ -302,7 +321,7 @@ void Master::on_resolved(int status, Addresses addresses) {
   // Dropped while the lookup ran: the reconnect timer will use what it found.
   if (state_ != State::resolving) return;
   if (status != 0) {
-    drop(Failure::disconnected);
+    lost("cannot resolve host name '" + config_.endpoint.host + "': " + gai_strerror(status));
     return;
   }
   connect_to_cached();
@@ -313,8 +332,8 @@ template <class Init>
 bool Master::open_socket(Init init) {
   state_ = State::connecting;
   std::unique_ptr<Socket> s = std::make_unique<Socket>(this);
-  if (init(*s) != 0) {
-    drop(Failure::disconnected);
+  if (int rc = init(*s); rc != 0) {
+    lost(std::string("cannot open a socket: ") + uv_strerror(rc));
     return false;
   }
   s->handle.data = s.get();
@@ -325,10 +344,8 @@ bool Master::open_socket(Init init) {
 void Master::connect_to(const sockaddr* address) {
   if (!open_socket([this](Socket& s) { return uv_tcp_init(loop_, &s.tcp); })) return;
   uv_tcp_nodelay(&socket_->tcp, 1);
-  if (uv_tcp_connect(&socket_->connect_request, &socket_->tcp, address, Callbacks::on_connect) != 0 &&
-      !try_next_address()) {
-    drop(Failure::disconnected);
-  }
+  int rc = uv_tcp_connect(&socket_->connect_request, &socket_->tcp, address, Callbacks::on_connect);
+  if (rc != 0 && !try_next_address()) lost(std::string("cannot connect: ") + uv_strerror(rc));
 }
 
 void Master::connect_to_cached() {
@@ -360,8 +377,9 @@ void Master::connect_unix() {
 
 void Master::on_connected(int status) {
   if (status != 0 && try_next_address()) return;
-  if (status != 0 || uv_read_start(&socket_->stream, Callbacks::on_alloc, Callbacks::on_read) != 0) {
-    drop(Failure::disconnected);
+  if (status == 0) status = uv_read_start(&socket_->stream, Callbacks::on_alloc, Callbacks::on_read);
+  if (status != 0) {
+    lost(std::string("cannot connect: ") + uv_strerror(status));
     return;
   }
   attempting_ = false;
@@ -420,7 +438,8 @@ bool Master::awaiting_reply() const {
 void Master::on_read(ssize_t nread, const uv_buf_t* buf) {
   if (nread == 0) return;
   if (nread < 0) {
-    drop(Failure::disconnected);
+    lost(nread == UV_EOF ? "the server closed the connection"
+                         : std::string("connection lost: ") + uv_strerror(static_cast<int>(nread)));
     return;
   }
   if (!awaiting_reply() && !config_.subscriber) {
@@ -466,7 +485,8 @@ void Master::read_now() {
     if (n < 0 && errno == EINTR) continue;
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
     if (n <= 0) {
-      drop(Failure::disconnected);
+      lost(n == 0 ? "the server closed the connection"
+                  : std::string("connection lost: ") + std::strerror(errno));
       return;
     }
     uv_buf_t buf = uv_buf_init(read_buffer_.data(), static_cast<unsigned>(n));
@@ -479,7 +499,11 @@ void Master::on_handshake_reply(const Reply& reply) {
   handshake_.pop_front();
   if (reply.is_error()) {
     // Wrong password, unknown database, scripting disabled: this master cannot vote.
-    refused("connection refused by the server, it does not vote: " + reply.str);
+    std::string_view name = step.step == Step::auth     ? "AUTH"
+                            : step.step == Step::select ? "SELECT"
+                            : step.step == Step::info   ? "INFO"
+                                                        : "SCRIPT LOAD";
+    refused(handshake_refusal(name, reply));
     return;
   }
   bool expected = false;
@@ -508,20 +532,75 @@ void Master::handshake_done() {
   is_master_ = is_master_ || config_.subscriber;  // a subscriber reads no INFO and never votes anyway
   connected_at_ = std::chrono::steady_clock::now();
   ++connections_;
-  last_refusal_.clear();
+  if (cause_before_ready_) recovered();
   arm_timer();
   if (config_.on_ready) config_.on_ready(*this);
 }
 
-// A refused handshake is said once per change, not once per reconnect.
+// Each cause is said once, however often it repeats: again only when it
+// changes or after the master recovered. A subscriber connection keeps
+// network failures to itself (`network`): the command connection to the same
+// master says those.
+void Master::report(const std::string& cause, bool network) {
+  cause_before_ready_ = state_ != State::ready;
+  if (cause == cause_) return;
+  cause_ = cause;
+  cause_said_ = !config_.subscriber || !network;
+  if (cause_said_) warn(cause);
+}
+
+void Master::recovered() {
+  if (cause_.empty()) return;
+  cause_.clear();
+  if (cause_said_) warn("connected and answering again");
+}
+
 void Master::refused(const std::string& why) {
-  if (why != last_refusal_) warn(why);
-  last_refusal_ = why;
+  report(why, false);
   drop(Failure::disconnected);
 }
 
 void Master::protocol_error(const std::string& why) {
   refused("protocol error, connection dropped: " + why);
+}
+
+// The connection could not be made or was lost: said, then reconnected with backoff.
+void Master::lost(const std::string& why, Failure failure) {
+  report(why, true);
+  drop(failure);
+}
+
+// Which part of setting up a connection missed connect_timeout.
+std::string Master::connect_timed_out() const {
+  std::string limit = "within connect_timeout (" + std::to_string(config_.connect_timeout.count()) + " ms)";
+  switch (state_) {
+    case State::resolving:
+      return "no answer from DNS for '" + config_.endpoint.host + "' " + limit;
+    case State::connecting:
+      return "no connection " + limit;
+    case State::handshaking:
+      return "connected, but no answer to AUTH/SELECT/SCRIPT LOAD/INFO " + limit;
+    case State::backing_off:
+    case State::ready:
+      break;
+  }
+  return "not ready " + limit;
+}
+
+std::string Master::trouble() const {
+  if (!cause_.empty()) return cause_;
+  if (voting()) return {};
+  switch (state_) {
+    case State::backing_off:
+    case State::resolving:
+    case State::connecting:
+    case State::handshaking:
+      return "not connected yet";
+    case State::ready:
+      break;
+  }
+  if (!is_master_) return "its role is not master: it does not vote";
+  return "in restart quarantine";
 }
 
 void Master::parse_info(const std::string& info) {
@@ -561,7 +640,10 @@ void Master::parse_info(const std::string& info) {
 }
 
 void Master::warn(const std::string& message) const {
-  if (config_.diagnostics) config_.diagnostics(config_.endpoint.to_string() + ": " + message);
+  // Endpoint::to_string() leaves the password out.
+  if (!config_.diagnostics) return;
+  config_.diagnostics(config_.endpoint.to_string() +
+                      (config_.subscriber ? " (subscriber connection): " : ": ") + message);
 }
 
 void Master::on_command_reply(const Reply& reply) {
@@ -577,6 +659,9 @@ void Master::on_command_reply(const Reply& reply) {
     return;
   } else if (!reply.is_error()) {
     backoff_.reset();  // a good reply: this connection has proved itself
+    recovered();
+  } else {
+    report("answered an error reply, a failed vote: " + reply.str.substr(0, max_error_said), false);
   }
   arm_timer();
   deliver(p, &reply, Failure::disconnected);
@@ -718,7 +803,7 @@ void Master::on_timer() {
   std::uint64_t now = uv_now(loop_);
   bool setting_up = state_ != State::ready && state_ != State::backing_off;
   if (setting_up && now >= connect_deadline_) {
-    drop(Failure::timeout);
+    lost(connect_timed_out(), Failure::timeout);
     return;
   }
   if (!connected()) {
@@ -736,7 +821,9 @@ void Master::on_timer() {
     }
     // A master that missed its deadline may still answer; drop the connection
     // so that late replies can't be matched to the wrong command.
-    drop(Failure::timeout);
+    lost("stopped answering: no reply within command_timeout (" +
+             std::to_string(config_.command_timeout.count()) + " ms), reconnecting",
+         Failure::timeout);
     return;
   }
   arm_timer();

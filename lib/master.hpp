@@ -135,6 +135,10 @@ class Master {
   const std::string& run_id() const { return run_id_; }
   /// Successful handshakes so far.
   std::uint64_t connections() const { return connections_; }
+  /// What went wrong last and has not recovered since, in the words of its
+  /// diagnostics line (without the endpoint), or why it does not vote; empty
+  /// when it votes and its last answer was good.
+  std::string trouble() const;
 
   struct Socket;
   struct SocketCloser {
@@ -182,8 +186,12 @@ class Master {
   bool on_noscript(Pending& p);
   void parse_info(const std::string& info);
   void warn(const std::string& message) const;
+  void report(const std::string& cause, bool network);
+  void recovered();
   void refused(const std::string& why);
   void protocol_error(const std::string& why);
+  void lost(const std::string& why, Failure failure = Failure::disconnected);
+  std::string connect_timed_out() const;
   void drop(Failure why);
   void schedule_reconnect();
   void arm_timer();
@@ -234,7 +242,12 @@ class Master {
   std::chrono::milliseconds uptime_at_connect_{0};
   std::chrono::steady_clock::time_point connected_at_{};
   std::uint64_t connections_ = 0;
-  std::string last_refusal_;  // the last handshake diagnostic, said once per change
+  // What went wrong last, said once per change (report()) and cleared when
+  // the master recovers: a connection or handshake failure at the next
+  // handshake done, a failure after it at the next good reply.
+  std::string cause_;
+  bool cause_before_ready_ = false;
+  bool cause_said_ = false;
 };
 
 }  // namespace redlock

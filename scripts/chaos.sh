@@ -10,10 +10,9 @@
 #                   DIR/test/chaos/redlock-chaos, or $REDLOCK_CHAOS if set)
 #   --compose       drive the same schedule against the docker compose services
 #                   master1..master5 of docker-compose.yml (127.0.0.1:7001-7005):
-#                   docker compose kill/pause/unpause/start. Start them first
-#                   (docker compose up -d --wait). Docker was not available where
-#                   this script was written, so this path has not been run yet;
-#                   --masters-sh exercises the same external-masters code path.
+#                   docker compose (or docker-compose) kill/pause/unpause/start.
+#                   Start them first: scripts/compose.sh up (it starts dockerd
+#                   and builds a local redis image when it has to).
 #                   Docker is slow to kill and start containers, so the TTL is
 #                   5 s and the quarantine 6 s there.
 #   --masters-sh    the same, against local masters started with scripts/masters.sh
@@ -32,7 +31,6 @@ set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd -P)
 root=$(cd "$here/.." && pwd -P)
 self="$here/$(basename "${BASH_SOURCE[0]}")"
-compose_file="$root/docker-compose.yml"
 masters_sh_base_port=7401
 masters_sh_dir=/tmp/redlock-chaos-masters
 ping_timeout_seconds=30
@@ -72,7 +70,8 @@ wait_ping() {
 
 # --- fault commands (see CHAOS_FAULT_BACKEND below) ---
 
-compose() { docker compose -f "$compose_file" "$@"; }
+# docker compose or docker-compose 1.29, whichever is installed (compose.sh picks).
+compose() { "$here/compose.sh" compose "$@"; }
 
 fault_compose() {
   local action=$1 n services=()
@@ -183,8 +182,8 @@ case $backend in
   local) ;;
   compose)
     command -v docker >/dev/null || die "--compose needs docker"
-    compose ps --status running --services 2>/dev/null | grep -qx master5 ||
-      die "the compose masters are not running: docker compose -f $compose_file up -d --wait"
+    compose ps --services --filter status=running 2>/dev/null | grep -qx master5 ||
+      die "the compose masters are not running: scripts/compose.sh up"
     wait_ping 7001 1 2 3 4 5
     ttl=5000
     quarantine=6000

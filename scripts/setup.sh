@@ -7,7 +7,8 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 BUILD_DIR=${BUILD_DIR:-build}
 
-packages=(g++ meson ninja-build pkg-config libhiredis-dev libuv1-dev catch2 redis-server redis-tools)
+# cmake: the CMake consumer check (scripts/consumers.sh); doxygen: the API reference (scripts/docs.sh).
+packages=(g++ meson ninja-build pkg-config libhiredis-dev libuv1-dev catch2 redis-server redis-tools cmake doxygen)
 
 missing=()
 for package in "${packages[@]}"; do

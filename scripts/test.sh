@@ -6,8 +6,11 @@
 # Arguments go to `meson test` (e.g. a suite: scripts/test.sh unit).
 # REDLOCK_TEST_TIMEOUT_MULTIPLIER reaches the tests and also scales meson's
 # per-test timeouts; unset, it is 1 for the plain build, 2 under ASan and 4
-# under TSan (their slowdown, which a busy machine makes worse). The last line is "N passed, N failed"; the exit status is
-# non-zero when anything failed.
+# under TSan (their slowdown, which a busy machine makes worse). With no
+# arguments it also runs the chaos checker (also against docker-compose.yml's
+# containers when Docker can run), the consumer checks
+# (scripts/consumers.sh) and the API reference (scripts/docs.sh). The last
+# line is "N passed, N failed"; the exit status is non-zero when anything failed.
 set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -118,22 +121,71 @@ else
   total_failed=$((total_failed + 1))
 fi
 
-# The mutual-exclusion checker: every fault mode briefly, plus the negative
-# control that must find overlaps (scripts/chaos.sh); each run counts as a test.
-if ((${#test_args[@]} == 0)) && [[ -x $BUILD_DIR/test/chaos/redlock-chaos ]]; then
-  echo "=== chaos: scripts/chaos.sh --seconds ${CHAOS_SECONDS:-10}"
+# run_chaos NAME CHAOS.SH ARGS...: runs scripts/chaos.sh; each run in its
+# summary table counts as a test.
+run_chaos() {
+  local name=$1 chaos_log status=0 chaos_ok chaos_failed
+  shift
+  echo "=== $name: scripts/chaos.sh $*"
   chaos_log=$(mktemp)
-  status=0
-  bash scripts/chaos.sh --seconds "${CHAOS_SECONDS:-10}" --build-dir "$BUILD_DIR" 2>&1 | tee "$chaos_log" || status=$?
+  bash scripts/chaos.sh "$@" --build-dir "$BUILD_DIR" 2>&1 | tee "$chaos_log" || status=$?
   chaos_ok=$(awk '/^redlock-chaos summary/ { table = 1; next } table && $NF == "ok" { n++ } END { print n + 0 }' "$chaos_log")
   chaos_failed=$(awk '/^redlock-chaos summary/ { table = 1; next } table && $NF == "FAIL" { n++ } END { print n + 0 }' "$chaos_log")
   if ((status != 0 && chaos_failed == 0)); then
     chaos_failed=1  # chaos.sh failed before its table
   fi
   rm -f "$chaos_log"
-  echo "=== chaos: $chaos_ok passed, $chaos_failed failed"
+  echo "=== $name: $chaos_ok passed, $chaos_failed failed"
   total_passed=$((total_passed + chaos_ok))
   total_failed=$((total_failed + chaos_failed))
+}
+
+# The mutual-exclusion checker: every fault mode briefly, plus the negative
+# control that must find overlaps (scripts/chaos.sh); each run counts as a test.
+if ((${#test_args[@]} == 0)) && [[ -x $BUILD_DIR/test/chaos/redlock-chaos ]]; then
+  run_chaos chaos --seconds "${CHAOS_SECONDS:-10}"
+
+  # The same against docker-compose.yml's containers, briefly, when Docker can
+  # run here (scripts/compose.sh starts dockerd and builds a local image if
+  # it must); said and skipped when it cannot.
+  echo "=== compose: scripts/compose.sh up"
+  status=0
+  bash scripts/compose.sh up || status=$?
+  if ((status == 3)); then
+    echo "=== compose: SKIPPED (the reason is above)"
+  elif ((status != 0)); then
+    echo "=== compose: scripts/compose.sh up failed"
+    total_failed=$((total_failed + 1))
+  else
+    run_chaos compose --compose --seconds "${COMPOSE_SECONDS:-15}" --only none,kill,stop
+  fi
+  bash scripts/compose.sh down || true
+fi
+
+# The library as a user takes it: installed and found with pkg-config and
+# CMake, and as a Meson subproject (scripts/consumers.sh); each check counts.
+if ((${#test_args[@]} == 0)); then
+  echo "=== consumers: scripts/consumers.sh"
+  consumers_log=$(mktemp)
+  status=0
+  BUILD_DIR=$BUILD_DIR bash scripts/consumers.sh 2>&1 | tee "$consumers_log" || status=$?
+  consumers_ok=$(grep -c '^consumer .*: ok$' "$consumers_log" || true)
+  consumers_failed=$(grep -c '^consumer .*: FAIL' "$consumers_log" || true)
+  if ((status != 0 && consumers_failed == 0)); then
+    consumers_failed=1  # consumers.sh failed before its checks
+  fi
+  rm -f "$consumers_log"
+  echo "=== consumers: $consumers_ok passed, $consumers_failed failed"
+  total_passed=$((total_passed + consumers_ok))
+  total_failed=$((total_failed + consumers_failed))
+
+  # The API reference builds without a Doxygen warning.
+  echo "=== docs: scripts/docs.sh"
+  if BUILD_DIR=$BUILD_DIR bash scripts/docs.sh; then
+    total_passed=$((total_passed + 1))
+  else
+    total_failed=$((total_failed + 1))
+  fi
 fi
 
 # Done here rather than only in the trap so that the summary stays the last line.

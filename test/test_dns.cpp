@@ -7,7 +7,9 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <thread>
+#include <vector>
 
 #include "resolver.hpp"
 #include "support/calls.hpp"
@@ -210,6 +212,48 @@ TEST_CASE("a master reconnects to the addresses it resolved before, without a ne
     }
     REQUIRE(locked);
     CHECK(names.calls("localhost") == lookups);
+  }
+  REQUIRE(loop.close());
+}
+
+TEST_CASE("a name that does not resolve is named once, with the resolver's reason", "[dns][diagnostics]") {
+  HangingNames names;
+  names.release();  // ".hang.test" names now fail at once with EAI_NONAME
+  LoopFixture loop;
+  std::vector<std::string> said;
+  {
+    Options options;
+    options.masters = {by_name("nowhere.hang.test")};
+    options.retry_count = 0;
+    options.diagnostics = [&](std::string_view line) { said.emplace_back(line); };
+    Client client(loop.get(), options);
+    CHECK(try_lock(loop, client, "r", 1s).error == errc::unavailable);
+    // The Client looks the name up again on each reconnect.
+    CHECK(loop.run_until([&] { return names.calls("nowhere.hang.test") >= 3; }, 10s));
+    REQUIRE(said.size() == 1);
+    CHECK(said[0].find("nowhere.hang.test:6379") != std::string::npos);
+    CHECK(said[0].find("cannot resolve host name 'nowhere.hang.test'") != std::string::npos);
+    auto errors = client.master_errors();
+    REQUIRE(errors.size() == 1);
+    CHECK(errors[0].cause.find("cannot resolve host name") == 0);
+  }
+  REQUIRE(loop.close());
+}
+
+TEST_CASE("a name whose DNS never answers is named once, as a connect timeout", "[dns][diagnostics]") {
+  HangingNames names;
+  LoopFixture loop;
+  std::vector<std::string> said;
+  {
+    Options options;
+    options.masters = {by_name("silent.hang.test")};
+    options.connect_timeout = 30ms;
+    options.diagnostics = [&](std::string_view line) { said.emplace_back(line); };
+    Client client(loop.get(), options);
+    run_for(loop, 300ms);  // several connect timeouts and reconnects
+    REQUIRE(said.size() == 1);
+    CHECK(said[0].find("no answer from DNS for 'silent.hang.test' within connect_timeout (30 ms)") !=
+          std::string::npos);
   }
   REQUIRE(loop.close());
 }

@@ -9,6 +9,7 @@
 #include <memory>
 #include <string>
 #include <system_error>
+#include <vector>
 
 struct uv_loop_s;
 typedef struct uv_loop_s uv_loop_t;  // NOLINT(modernize-use-using): matches uv.h
@@ -36,8 +37,11 @@ namespace redlock {
 /// if the master died meanwhile: like any libuv program, ignore SIGPIPE.
 class REDLOCK_API Client {
  public:
+  /// Answers lock, try_lock, extend and continue_lock: an error, or the Lock.
   using LockCallback = std::function<void(std::error_code, Lock)>;
+  /// Answers unlock.
   using UnlockCallback = std::function<void(std::error_code)>;
+  /// Told once why a keep() hold ended.
   using LostCallback = std::function<void(std::error_code)>;
 
   /// Throws std::invalid_argument when the options are invalid.
@@ -82,6 +86,12 @@ class REDLOCK_API Client {
   /// Fails pending operations with errc::closed, closes every connection and
   /// then calls `cb` (may be empty). Later calls are answered with errc::closed.
   void close(std::function<void()> cb);
+
+  /// The masters that cannot vote now, or whose last answer was a failure,
+  /// with the cause, in Options::masters order; empty when every master is
+  /// fine (and after close()). Ask it when a call failed with
+  /// errc::unavailable to learn which masters failed and why. Loop thread only.
+  std::vector<MasterError> master_errors() const;
 
   class Impl;
 

@@ -2,6 +2,7 @@
 
 #include <redlock/export.hpp>
 
+#include <string>
 #include <system_error>
 
 namespace redlock {
@@ -29,6 +30,17 @@ enum class errc {
 REDLOCK_API const std::error_category& category() noexcept;
 
 REDLOCK_API std::error_code make_error_code(errc e) noexcept;
+
+/// A master that cannot vote now, and why: what Client::master_errors() and
+/// Redlock::master_errors() return after an errc::unavailable.
+struct MasterError {
+  /// The master as a URI, without the password (Endpoint::to_string()).
+  std::string endpoint;
+  /// The last cause, in the words of its Options::diagnostics line: "cannot
+  /// connect: connection refused", "AUTH refused, it does not vote: WRONGPASS
+  /// ...", "stopped answering: ...", "not connected yet".
+  std::string cause;
+};
 
 }  // namespace redlock
 

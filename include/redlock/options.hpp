@@ -28,12 +28,12 @@ struct REDLOCK_API Endpoint {
   /// Database for SELECT; 0 sends no SELECT.
   int database = 0;
 
-  /// Parses redis://[user:pass@]host[:port][/db] or
+  /// Parses redis://[user:pass\@]host[:port][/db] or
   /// unix:///path/to/socket[?db=N]. The host is a name of letters, digits,
   /// '-', '.' and '_', or an IPv6 address in brackets; port and database are
   /// decimal digits; user, password and path are percent-decoded (write ? as
-  /// %3F and # as %23). redis://secret@host gives a password alone,
-  /// redis://alice:@host the user alice with an empty password. A redis:// URI
+  /// %3F and # as %23). redis://secret\@host gives a password alone,
+  /// redis://alice:\@host the user alice with an empty password. A redis:// URI
   /// takes no query, and neither scheme a fragment.
   /// Throws std::invalid_argument naming what is wrong.
   static Endpoint parse(std::string_view uri);

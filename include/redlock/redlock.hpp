@@ -8,3 +8,4 @@
 #include <redlock/lock.hpp>
 #include <redlock/options.hpp>
 #include <redlock/result.hpp>
+#include <redlock/version.hpp>

@@ -11,10 +11,14 @@ namespace redlock {
 template <class T>
 class Result {
  public:
-  Result(T value) : value_(std::move(value)) {}                      // NOLINT(google-explicit-constructor)
+  /// A result holding `value`.
+  Result(T value) : value_(std::move(value)) {}  // NOLINT(google-explicit-constructor)
+  /// A result holding `error`, which must not be empty.
   Result(std::error_code error) : error_(error) { assert(error_); }  // NOLINT(google-explicit-constructor)
 
+  /// True when there is a value (and no error).
   [[nodiscard]] bool has_value() const noexcept { return !error_; }
+  /// has_value().
   explicit operator bool() const noexcept { return has_value(); }
 
   /// The error; an empty std::error_code when there is a value.
@@ -25,18 +29,24 @@ class Result {
     check();
     return value_;
   }
+  /// \copydoc value()
   const T& value() const& {
     check();
     return value_;
   }
+  /// \copydoc value()
   T&& value() && {
     check();
     return std::move(value_);
   }
 
+  /// The value, unchecked: only when has_value().
   T& operator*() & noexcept { return value_; }
+  /// \copydoc operator*()
   const T& operator*() const& noexcept { return value_; }
+  /// The value's members, unchecked: only when has_value().
   T* operator->() noexcept { return &value_; }
+  /// \copydoc operator->()
   const T* operator->() const noexcept { return &value_; }
 
  private:
