@@ -6,6 +6,7 @@
 
 #include <atomic>
 #include <cassert>
+#include <chrono>
 #include <csignal>
 #include <functional>
 #include <future>
@@ -67,6 +68,15 @@ class Redlock::Impl {
 
   Impl(const Impl&) = delete;
   Impl& operator=(const Impl&) = delete;
+
+  void keep(const Lock& lock, KeepOptions options, Client::LostCallback on_lost,
+            Client::RenewedCallback on_renewed) {
+    auto refused = on_lost;
+    bool queued =
+        submit([lock, options, on_lost = std::move(on_lost), on_renewed = std::move(on_renewed)](
+                   Client& c) mutable { c.keep(lock, options, std::move(on_lost), std::move(on_renewed)); });
+    if (!queued && refused) refused(make_error_code(errc::closed));
+  }
 
   /// Runs `start` on the loop thread and waits for the callback it is given.
   /// An exception thrown on the loop thread (only allocation can fail there)
@@ -167,6 +177,52 @@ std::error_code Redlock::unlock(const Lock& lock) {
     c.unlock(lock, [done = std::move(done)](std::error_code error) { done(error, Lock{}); });
   });
   return result.error();
+}
+
+void Redlock::keep(const Lock& lock, KeepOptions options, std::function<void(std::error_code)> on_lost,
+                   std::function<void(std::chrono::steady_clock::time_point)> on_renewed) {
+  impl_->keep(lock, options, std::move(on_lost), std::move(on_renewed));
+}
+
+// A kept guard's state: written on the loop thread, read from any.
+struct LockGuard::Kept {
+  mutable std::mutex mutex;
+  std::error_code error;                              // guarded by mutex
+  std::chrono::steady_clock::time_point valid_until;  // guarded by mutex
+};
+
+LockGuard::LockGuard(Redlock& redlock, Lock lock, KeepOptions options,
+                     std::function<void(std::error_code)> on_lost)
+    : redlock_(&redlock), lock_(std::move(lock)), held_(true), kept_(std::make_shared<Kept>()) {
+  kept_->valid_until = lock_.valid_until;
+  auto lost = [kept = kept_, on_lost = std::move(on_lost)](std::error_code error) {
+    {
+      std::lock_guard<std::mutex> lock(kept->mutex);
+      kept->error = error;
+    }
+    if (on_lost) on_lost(error);
+  };
+  auto renewed = [kept = kept_](std::chrono::steady_clock::time_point valid_until) {
+    std::lock_guard<std::mutex> lock(kept->mutex);
+    kept->valid_until = valid_until;
+  };
+  redlock.keep(lock_, options, std::move(lost), std::move(renewed));
+}
+
+bool LockGuard::lost() const {
+  return static_cast<bool>(error());
+}
+
+std::error_code LockGuard::error() const {
+  if (!kept_) return {};
+  std::lock_guard<std::mutex> lock(kept_->mutex);
+  return kept_->error;
+}
+
+std::chrono::steady_clock::time_point LockGuard::valid_until() const {
+  if (!kept_) return lock_.valid_until;
+  std::lock_guard<std::mutex> lock(kept_->mutex);
+  return kept_->valid_until;
 }
 
 std::error_code LockGuard::extend(milliseconds ttl) {
