@@ -17,6 +17,8 @@
 #include <utility>
 #include <vector>
 
+#include "reentry.hpp"
+
 namespace redlock {
 
 /// One loop thread running a Client. Callers hand it tasks through an inbox
@@ -25,7 +27,10 @@ class Redlock::Impl {
  public:
   using Task = std::function<void(Client&)>;
 
-  explicit Impl(Options options) {
+  const bool reentrant;  // Options::reentrant
+  Reentry reentry;       // what each thread holds, when reentrant
+
+  explicit Impl(Options options) : reentrant(options.reentrant) {
     int rc = uv_loop_init(&loop_);
     if (rc != 0) throw std::runtime_error(std::string("uv_loop_init: ") + uv_strerror(rc));
     rc = uv_async_init(&loop_, &wake_, [](uv_async_t* a) { static_cast<Impl*>(a->data)->drain(); });
@@ -71,11 +76,46 @@ class Redlock::Impl {
 
   void keep(const Lock& lock, KeepOptions options, Client::LostCallback on_lost,
             Client::RenewedCallback on_renewed) {
+    if (reentrant) {
+      switch (reentry.keep(lock, on_lost, on_renewed)) {
+        case Reentry::Keep::untracked:
+          break;
+        case Reentry::Keep::shared:
+          return;
+        case Reentry::Keep::first:
+          // One keep for every level; the levels' callbacks hear it through reentry.
+          on_lost = [this, lock](std::error_code error) { reentry.lost(lock, error); };
+          on_renewed = [this, lock](std::chrono::steady_clock::time_point v) { reentry.renewed(lock, v); };
+          break;
+      }
+    }
     auto refused = on_lost;
     bool queued =
         submit([lock, options, on_lost = std::move(on_lost), on_renewed = std::move(on_renewed)](
                    Client& c) mutable { c.keep(lock, options, std::move(on_lost), std::move(on_renewed)); });
     if (!queued && refused) refused(make_error_code(errc::closed));
+  }
+
+  /// lock() and try_lock(). Reentrant: a thread that holds `resource` here
+  /// gets its lock again at once, extended first if `ttl` reaches further
+  /// (unless kept: the keep renews it).
+  Result<Lock> acquire(const std::string& resource, milliseconds ttl,
+                       std::function<void(Client&, Client::LockCallback)> start) {
+    if (!reentrant) return wait(std::move(start));
+    if (auto held = reentry.enter(resource)) {
+      if (held->kept || std::chrono::steady_clock::now() + ttl <= held->lock.valid_until) return held->lock;
+      Result<Lock> extended =
+          wait([&](Client& c, Client::LockCallback done) { c.extend(held->lock, ttl, std::move(done)); });
+      if (!extended) {
+        reentry.refused(held->lock);
+        return extended.error();
+      }
+      reentry.extended(*extended);
+      return extended;
+    }
+    Result<Lock> acquired = wait(std::move(start));
+    if (acquired) reentry.acquired(*acquired);
+    return acquired;
   }
 
   /// Runs `start` on the loop thread and waits for the callback it is given.
@@ -149,30 +189,40 @@ Redlock::Redlock(Options options) : impl_(std::make_unique<Impl>(std::move(optio
 Redlock::~Redlock() = default;
 
 Result<Lock> Redlock::lock(std::string resource, milliseconds ttl) {
-  return impl_->wait(
-      [&](Client& c, Client::LockCallback done) { c.lock(std::move(resource), ttl, std::move(done)); });
+  return impl_->acquire(resource, ttl, [&](Client& c, Client::LockCallback done) {
+    c.lock(std::move(resource), ttl, std::move(done));
+  });
 }
 
 Result<Lock> Redlock::lock(std::string resource, milliseconds ttl, milliseconds wait) {
-  return impl_->wait(
-      [&](Client& c, Client::LockCallback done) { c.lock(std::move(resource), ttl, wait, std::move(done)); });
+  return impl_->acquire(resource, ttl, [&](Client& c, Client::LockCallback done) {
+    c.lock(std::move(resource), ttl, wait, std::move(done));
+  });
 }
 
 Result<Lock> Redlock::try_lock(std::string resource, milliseconds ttl) {
-  return impl_->wait(
-      [&](Client& c, Client::LockCallback done) { c.try_lock(std::move(resource), ttl, std::move(done)); });
+  return impl_->acquire(resource, ttl, [&](Client& c, Client::LockCallback done) {
+    c.try_lock(std::move(resource), ttl, std::move(done));
+  });
 }
 
 Result<Lock> Redlock::extend(const Lock& lock, milliseconds ttl) {
-  return impl_->wait([&](Client& c, Client::LockCallback done) { c.extend(lock, ttl, std::move(done)); });
+  Result<Lock> extended =
+      impl_->wait([&](Client& c, Client::LockCallback done) { c.extend(lock, ttl, std::move(done)); });
+  if (extended && impl_->reentrant) impl_->reentry.extended(*extended);
+  return extended;
 }
 
 Result<Lock> Redlock::continue_lock(const Lock& lock, milliseconds ttl) {
-  return impl_->wait(
-      [&](Client& c, Client::LockCallback done) { c.continue_lock(lock, ttl, std::move(done)); });
+  Result<Lock> continued =
+      impl_->wait([&](Client& c, Client::LockCallback done) { c.continue_lock(lock, ttl, std::move(done)); });
+  if (continued && impl_->reentrant) impl_->reentry.extended(*continued);
+  return continued;
 }
 
 std::error_code Redlock::unlock(const Lock& lock) {
+  // Reentrant: only the last level's unlock reaches the masters.
+  if (impl_->reentrant && !impl_->reentry.leave(lock)) return {};
   Result<Lock> result = impl_->wait([&](Client& c, Client::LockCallback done) {
     c.unlock(lock, [done = std::move(done)](std::error_code error) { done(error, Lock{}); });
   });

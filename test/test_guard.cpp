@@ -90,3 +90,112 @@ TEST_CASE("max_hold through a LockGuard: timeout, released", "[guard]") {
   CHECK(guard.error() == errc::timeout);
   CHECK(held_nowhere(masters, "capped"));
 }
+
+TEST_CASE("reentrant: the holding thread locks again at once, released at its last unlock",
+          "[guard][reentrant]") {
+  Cluster masters(3);
+  Options options = masters.options();
+  SECTION("off by default: the same thread is refused like any other") {
+    Redlock redlock(options);
+    Result<Lock> a = redlock.try_lock("nested", 10s);
+    REQUIRE(a);
+    CHECK(redlock.try_lock("nested", 10s).error() == errc::not_acquired);
+    CHECK_FALSE(redlock.unlock(*a));
+  }
+  SECTION("on") {
+    options.reentrant = true;
+    Redlock redlock(options);
+    Result<Lock> a = redlock.try_lock("nested", 10s);
+    REQUIRE(a);
+    Result<Lock> b = redlock.try_lock("nested", 5s);  // within the first ttl: as it is
+    REQUIRE(b);
+    CHECK(b->value == a->value);
+    CHECK(b->valid_until == a->valid_until);
+    CHECK(masters[0].pttl("nested") <= 10000);
+    Result<Lock> c = redlock.lock("nested", 30s);  // reaches further: extended first
+    REQUIRE(c);
+    CHECK(c->value == a->value);
+    CHECK(c->valid_until > a->valid_until + 15s);
+    CHECK(eventually([&] { return masters[0].pttl("nested") > 20000; }));
+    // Another thread, and another Redlock (as another process would), are refused.
+    Result<Lock> other_thread = make_error_code(errc::closed);
+    std::thread([&] { other_thread = redlock.try_lock("nested", 10s); }).join();
+    CHECK(other_thread.error() == errc::not_acquired);
+    Redlock elsewhere(masters.options());
+    CHECK(elsewhere.try_lock("nested", 10s).error() == errc::not_acquired);
+    CHECK_FALSE(redlock.unlock(*c));
+    CHECK_FALSE(redlock.unlock(*b));
+    CHECK(holders(masters, "nested", a->value) == 3);
+    CHECK_FALSE(redlock.unlock(*a));  // the last level
+    CHECK(held_nowhere(masters, "nested"));
+    CHECK(redlock.unlock(*a) == errc::not_held);
+  }
+}
+
+TEST_CASE("reentrant holds from several threads: one thread at a time, nested levels free",
+          "[guard][reentrant]") {
+  Cluster masters(3);
+  Options options = masters.options();
+  options.reentrant = true;
+  Redlock redlock(options);
+  std::atomic<int> inside{0};
+  std::atomic<int> overlaps{0};
+  std::atomic<int> held{0};
+  std::atomic<int> errors{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&] {
+      for (int i = 0; i < 10; ++i) {
+        Result<Lock> outer = redlock.lock("shared", 5s, 10s);
+        if (!outer) {
+          ++errors;
+          continue;
+        }
+        if (inside.fetch_add(1) != 0) ++overlaps;
+        for (int level = 0; level < 3; ++level) {
+          Result<Lock> again = redlock.try_lock("shared", 1s);  // nested: at once
+          if (!again || again->value != outer->value) ++errors;
+          if (again && redlock.unlock(*again)) ++errors;
+        }
+        ++held;
+        inside.fetch_sub(1);
+        if (redlock.unlock(*outer)) ++errors;
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  CHECK(overlaps == 0);
+  CHECK(errors == 0);
+  CHECK(held == 40);
+  CHECK(held_nowhere(masters, "shared"));
+}
+
+TEST_CASE("reentrant kept guards share one keep; the inner one's end changes nothing", "[guard][reentrant]") {
+  Cluster masters(3);
+  Options options = masters.options();
+  options.reentrant = true;
+  Redlock redlock(options);
+  Result<Lock> a = redlock.try_lock("kept-nested", 300ms);
+  REQUIRE(a);
+  std::atomic<int> outer_lost{0};
+  std::atomic<int> inner_lost{0};
+  {
+    LockGuard outer(redlock, *a, {}, [&](std::error_code) { ++outer_lost; });
+    {
+      Result<Lock> b = redlock.try_lock("kept-nested", 300ms);
+      REQUIRE(b);
+      CHECK(b->value == a->value);
+      LockGuard inner(redlock, *b, {}, [&](std::error_code) { ++inner_lost; });
+      auto first = inner.valid_until();
+      REQUIRE(eventually([&] { return inner.valid_until() > first + 300ms; }, 3s));
+      CHECK_FALSE(inner.lost());
+    }
+    auto after_inner = outer.valid_until();
+    REQUIRE(eventually([&] { return outer.valid_until() > after_inner + 600ms; }, 3s));
+    CHECK(holders(masters, "kept-nested", a->value) == 3);
+    CHECK_FALSE(outer.lost());
+  }
+  CHECK(held_nowhere(masters, "kept-nested"));
+  CHECK(outer_lost == 0);
+  CHECK(inner_lost == 0);
+}

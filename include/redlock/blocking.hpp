@@ -38,6 +38,9 @@ class REDLOCK_API Redlock {
   /// `on_lost` (may be empty) runs on the loop thread, at most once, if the
   /// hold ends other than by unlock(); errc::closed at once on this thread
   /// when the Redlock is being destroyed. Returns without waiting.
+  /// With Options::reentrant, keeping a lock this Redlock holds at several
+  /// levels shares the first keep's renewals; a level's on_lost is dropped
+  /// by the unlock() of that level (nested order).
   void keep(const Lock& lock, KeepOptions options, std::function<void(std::error_code)> on_lost,
             std::function<void(std::chrono::steady_clock::time_point)> on_renewed = nullptr);
 
