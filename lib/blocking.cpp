@@ -6,6 +6,7 @@
 
 #include <atomic>
 #include <cassert>
+#include <chrono>
 #include <csignal>
 #include <functional>
 #include <future>
@@ -16,6 +17,8 @@
 #include <utility>
 #include <vector>
 
+#include "reentry.hpp"
+
 namespace redlock {
 
 /// One loop thread running a Client. Callers hand it tasks through an inbox
@@ -24,7 +27,10 @@ class Redlock::Impl {
  public:
   using Task = std::function<void(Client&)>;
 
-  explicit Impl(Options options) {
+  const bool reentrant;  // Options::reentrant
+  Reentry reentry;       // what each thread holds, when reentrant
+
+  explicit Impl(Options options) : reentrant(options.reentrant) {
     int rc = uv_loop_init(&loop_);
     if (rc != 0) throw std::runtime_error(std::string("uv_loop_init: ") + uv_strerror(rc));
     rc = uv_async_init(&loop_, &wake_, [](uv_async_t* a) { static_cast<Impl*>(a->data)->drain(); });
@@ -67,6 +73,50 @@ class Redlock::Impl {
 
   Impl(const Impl&) = delete;
   Impl& operator=(const Impl&) = delete;
+
+  void keep(const Lock& lock, KeepOptions options, Client::LostCallback on_lost,
+            Client::RenewedCallback on_renewed) {
+    if (reentrant) {
+      switch (reentry.keep(lock, on_lost, on_renewed)) {
+        case Reentry::Keep::untracked:
+          break;
+        case Reentry::Keep::shared:
+          return;
+        case Reentry::Keep::first:
+          // One keep for every level; the levels' callbacks hear it through reentry.
+          on_lost = [this, lock](std::error_code error) { reentry.lost(lock, error); };
+          on_renewed = [this, lock](std::chrono::steady_clock::time_point v) { reentry.renewed(lock, v); };
+          break;
+      }
+    }
+    auto refused = on_lost;
+    bool queued =
+        submit([lock, options, on_lost = std::move(on_lost), on_renewed = std::move(on_renewed)](
+                   Client& c) mutable { c.keep(lock, options, std::move(on_lost), std::move(on_renewed)); });
+    if (!queued && refused) refused(make_error_code(errc::closed));
+  }
+
+  /// lock() and try_lock(). Reentrant: a thread that holds `resource` here
+  /// gets its lock again at once, extended first if `ttl` reaches further
+  /// (unless kept: the keep renews it).
+  Result<Lock> acquire(const std::string& resource, milliseconds ttl,
+                       std::function<void(Client&, Client::LockCallback)> start) {
+    if (!reentrant) return wait(std::move(start));
+    if (auto held = reentry.enter(resource)) {
+      if (held->kept || std::chrono::steady_clock::now() + ttl <= held->lock.valid_until) return held->lock;
+      Result<Lock> extended =
+          wait([&](Client& c, Client::LockCallback done) { c.extend(held->lock, ttl, std::move(done)); });
+      if (!extended) {
+        reentry.refused(held->lock);
+        return extended.error();
+      }
+      reentry.extended(*extended);
+      return extended;
+    }
+    Result<Lock> acquired = wait(std::move(start));
+    if (acquired) reentry.acquired(*acquired);
+    return acquired;
+  }
 
   /// Runs `start` on the loop thread and waits for the callback it is given.
   /// An exception thrown on the loop thread (only allocation can fail there)
@@ -154,30 +204,40 @@ Redlock::Redlock(Options options) : impl_(std::make_unique<Impl>(std::move(optio
 Redlock::~Redlock() = default;
 
 Result<Lock> Redlock::lock(std::string resource, milliseconds ttl) {
-  return impl_->wait(
-      [&](Client& c, Client::LockCallback done) { c.lock(std::move(resource), ttl, std::move(done)); });
+  return impl_->acquire(resource, ttl, [&](Client& c, Client::LockCallback done) {
+    c.lock(std::move(resource), ttl, std::move(done));
+  });
 }
 
 Result<Lock> Redlock::lock(std::string resource, milliseconds ttl, milliseconds wait) {
-  return impl_->wait(
-      [&](Client& c, Client::LockCallback done) { c.lock(std::move(resource), ttl, wait, std::move(done)); });
+  return impl_->acquire(resource, ttl, [&](Client& c, Client::LockCallback done) {
+    c.lock(std::move(resource), ttl, wait, std::move(done));
+  });
 }
 
 Result<Lock> Redlock::try_lock(std::string resource, milliseconds ttl) {
-  return impl_->wait(
-      [&](Client& c, Client::LockCallback done) { c.try_lock(std::move(resource), ttl, std::move(done)); });
+  return impl_->acquire(resource, ttl, [&](Client& c, Client::LockCallback done) {
+    c.try_lock(std::move(resource), ttl, std::move(done));
+  });
 }
 
 Result<Lock> Redlock::extend(const Lock& lock, milliseconds ttl) {
-  return impl_->wait([&](Client& c, Client::LockCallback done) { c.extend(lock, ttl, std::move(done)); });
+  Result<Lock> extended =
+      impl_->wait([&](Client& c, Client::LockCallback done) { c.extend(lock, ttl, std::move(done)); });
+  if (extended && impl_->reentrant) impl_->reentry.extended(*extended);
+  return extended;
 }
 
 Result<Lock> Redlock::continue_lock(const Lock& lock, milliseconds ttl) {
-  return impl_->wait(
-      [&](Client& c, Client::LockCallback done) { c.continue_lock(lock, ttl, std::move(done)); });
+  Result<Lock> continued =
+      impl_->wait([&](Client& c, Client::LockCallback done) { c.continue_lock(lock, ttl, std::move(done)); });
+  if (continued && impl_->reentrant) impl_->reentry.extended(*continued);
+  return continued;
 }
 
 std::error_code Redlock::unlock(const Lock& lock) {
+  // Reentrant: only the last level's unlock reaches the masters.
+  if (impl_->reentrant && !impl_->reentry.leave(lock)) return {};
   Result<Lock> result = impl_->wait([&](Client& c, Client::LockCallback done) {
     c.unlock(lock, [done = std::move(done)](std::error_code error) { done(error, Lock{}); });
   });
@@ -186,6 +246,52 @@ std::error_code Redlock::unlock(const Lock& lock) {
 
 std::vector<MasterError> Redlock::master_errors() {
   return impl_->master_errors();
+}
+
+void Redlock::keep(const Lock& lock, KeepOptions options, std::function<void(std::error_code)> on_lost,
+                   std::function<void(std::chrono::steady_clock::time_point)> on_renewed) {
+  impl_->keep(lock, options, std::move(on_lost), std::move(on_renewed));
+}
+
+// A kept guard's state: written on the loop thread, read from any.
+struct LockGuard::Kept {
+  mutable std::mutex mutex;
+  std::error_code error;                              // guarded by mutex
+  std::chrono::steady_clock::time_point valid_until;  // guarded by mutex
+};
+
+LockGuard::LockGuard(Redlock& redlock, Lock lock, KeepOptions options,
+                     std::function<void(std::error_code)> on_lost)
+    : redlock_(&redlock), lock_(std::move(lock)), held_(true), kept_(std::make_shared<Kept>()) {
+  kept_->valid_until = lock_.valid_until;
+  auto lost = [kept = kept_, on_lost = std::move(on_lost)](std::error_code error) {
+    {
+      std::lock_guard<std::mutex> lock(kept->mutex);
+      kept->error = error;
+    }
+    if (on_lost) on_lost(error);
+  };
+  auto renewed = [kept = kept_](std::chrono::steady_clock::time_point valid_until) {
+    std::lock_guard<std::mutex> lock(kept->mutex);
+    kept->valid_until = valid_until;
+  };
+  redlock.keep(lock_, options, std::move(lost), std::move(renewed));
+}
+
+bool LockGuard::lost() const {
+  return static_cast<bool>(error());
+}
+
+std::error_code LockGuard::error() const {
+  if (!kept_) return {};
+  std::lock_guard<std::mutex> lock(kept_->mutex);
+  return kept_->error;
+}
+
+std::chrono::steady_clock::time_point LockGuard::valid_until() const {
+  if (!kept_) return lock_.valid_until;
+  std::lock_guard<std::mutex> lock(kept_->mutex);
+  return kept_->valid_until;
 }
 
 std::error_code LockGuard::extend(milliseconds ttl) {

@@ -14,6 +14,7 @@
 #include "keeper.hpp"
 #include "operation.hpp"
 #include "quorum.hpp"
+#include "renewal.hpp"
 #include "token.hpp"
 
 namespace redlock {
@@ -178,14 +179,15 @@ class Client::Impl final : public Context {
   std::vector<std::shared_ptr<Operation>> operations_;
 
  public:
-  Keeper keeper{loop,
-                Keeper::Hooks{
-                    [this](const Lock& l, milliseconds ttl, Keeper::Answer answer) {
-                      run(Operation::Kind::extend, l, ttl, 1, std::move(answer));
-                    },
-                    [this](const Lock& l) { run(Operation::Kind::unlock, l, milliseconds{1}, 1, nullptr); },
-                    [this](std::function<void()> fn) { post(std::move(fn)); },
-                }};
+  Keeper keeper{
+      loop, Keeper::Hooks{
+                [this](std::vector<Renewal::Item> items, Renewal::Decided decided) {
+                  return std::shared_ptr<void>(Renewal::start(*this, std::move(items), std::move(decided)));
+                },
+                [this](const Lock& l) { run(Operation::Kind::unlock, l, milliseconds{1}, 1, nullptr); },
+                [this](std::function<void()> fn) { post(std::move(fn)); },
+                [this] { return clock.now(); },
+            }};
 
  private:
   Deferred::Ptr deferred_;
@@ -232,14 +234,14 @@ void Client::continue_lock(const Lock& lock, milliseconds ttl, LockCallback cb) 
   impl_->run(Operation::Kind::continue_lock, lock, ttl, 1, std::move(cb));
 }
 
-void Client::keep(const Lock& lock, KeepOptions options, LostCallback on_lost) {
+void Client::keep(const Lock& lock, KeepOptions options, LostCallback on_lost, RenewedCallback on_renewed) {
   if (impl_->closed()) {
     impl_->post([on_lost = std::move(on_lost)] {
       if (on_lost) on_lost(make_error_code(errc::closed));
     });
     return;
   }
-  impl_->keeper.keep(lock, options, std::move(on_lost));
+  impl_->keeper.keep(lock, options, std::move(on_lost), std::move(on_renewed));
 }
 
 void Client::unlock(const Lock& lock, UnlockCallback cb) {

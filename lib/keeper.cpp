@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <iterator>
 #include <utility>
 
 namespace redlock {
@@ -11,17 +12,17 @@ struct Keeper::Hold {
   Lock lock;
   milliseconds every;
   OnLost on_lost;
-  Timer renewal;
+  OnRenewed on_renewed;
   Timer expiry;
   Timer cap;
-  bool renewing = false;
+  std::uint64_t due = 0;           // the next renewal (uv_now() ms); 0 while out of due_
+  std::shared_ptr<void> renewing;  // the batch whose answer this hold awaits
 
   Hold(Keeper* k, Lock l, milliseconds e, OnLost lost)
       : keeper(k),
         lock(std::move(l)),
         every(e),
         on_lost(std::move(lost)),
-        renewal(make_timer(k->loop_, this)),
         expiry(make_timer(k->loop_, this)),
         cap(make_timer(k->loop_, this)) {}
 };
@@ -33,9 +34,9 @@ std::uint64_t ms_until(std::chrono::steady_clock::time_point t) {
   return static_cast<std::uint64_t>(std::max<long long>(left, 0));
 }
 
-void start_repeating(uv_timer_t* timer, milliseconds every, uv_timer_cb cb) {
-  auto ms = static_cast<std::uint64_t>(every.count());
-  uv_timer_start(timer, cb, ms, ms);
+// How early a renewal may go to share a batch: a tenth of the hold's period.
+std::uint64_t early_by(milliseconds every) {
+  return static_cast<std::uint64_t>(every.count() / 10);
 }
 
 }  // namespace
@@ -45,20 +46,17 @@ Keeper::Keeper(uv_loop_t* loop, Hooks hooks) : loop_(loop), hooks_(std::move(hoo
 
 Keeper::~Keeper() = default;
 
-void Keeper::keep(const Lock& lock, KeepOptions options, OnLost on_lost) {
+void Keeper::keep(const Lock& lock, KeepOptions options, OnLost on_lost, OnRenewed on_renewed) {
   if (!on_lost) on_lost = [](std::error_code) {};
-  bool bad = lock.value.empty() || lock.ttl.count() <= 0 || options.every.count() < 0 ||
-             options.max_hold.count() < 0 || holds_.count(lock.value) != 0;
+  bool bad = lock.value.empty() || lock.resource.empty() || lock.ttl.count() <= 0 ||
+             options.every.count() < 0 || options.max_hold.count() < 0 || holds_.count(lock.value) != 0;
   if (bad) {
     hooks_.post([on_lost = std::move(on_lost)] { on_lost(make_error_code(errc::invalid_argument)); });
     return;
   }
   milliseconds every = options.every.count() > 0 ? options.every : std::max(lock.ttl / 3, milliseconds{1});
   auto hold = std::make_unique<Hold>(this, lock, every, std::move(on_lost));
-  start_repeating(hold->renewal.get(), every, [](uv_timer_t* t) {
-    Hold& h = *owner_of<Hold>(t);
-    h.keeper->renew(h);
-  });
+  hold->on_renewed = std::move(on_renewed);
   arm_expiry(*hold);
   if (options.max_hold.count() > 0) {
     uv_timer_start(
@@ -69,7 +67,98 @@ void Keeper::keep(const Lock& lock, KeepOptions options, OnLost on_lost) {
         },
         static_cast<std::uint64_t>(options.max_hold.count()), 0);
   }
+  Hold& added = *hold;
   holds_[lock.value] = std::move(hold);
+  schedule(added, uv_now(loop_) + static_cast<std::uint64_t>(every.count()));
+  arm();
+}
+
+void Keeper::schedule(Hold& hold, std::uint64_t due) {
+  if (hold.due != 0) due_.erase({hold.due, &hold});
+  hold.due = std::max<std::uint64_t>(due, 1);
+  due_.insert({hold.due, &hold});
+}
+
+// Points the shared timer at the earliest renewal.
+void Keeper::arm() {
+  if (due_.empty()) {
+    if (tick_) uv_timer_stop(tick_.get());
+    armed_for_ = 0;
+    return;
+  }
+  std::uint64_t first = due_.begin()->first;
+  if (first == armed_for_) return;
+  if (!tick_) tick_ = make_timer(loop_, this);
+  std::uint64_t now = uv_now(loop_);
+  uv_timer_start(
+      tick_.get(), [](uv_timer_t* t) { owner_of<Keeper>(t)->tick(); }, first - std::min(first, now), 0);
+  armed_for_ = first;
+}
+
+void Keeper::tick() {
+  armed_for_ = 0;
+  std::uint64_t now = uv_now(loop_);
+  std::vector<Hold*> taken;
+  while (!due_.empty()) {
+    auto [when, hold] = *due_.begin();
+    if (when > now + early_by(hold->every)) break;
+    due_.erase(due_.begin());
+    hold->due = 0;
+    taken.push_back(hold);
+  }
+  TimePoint clock_now = hooks_.now();
+  std::vector<Hold*> batch;
+  for (Hold* hold : taken) {
+    schedule(*hold, now + static_cast<std::uint64_t>(hold->every.count()));
+    if (hold->renewing) continue;  // the previous renewal has not answered yet
+    if (clock_now >= hold->lock.valid_until) {
+      // extend's rule: too late to renew, someone else may hold it now.
+      end(*hold, errc::expired, true);
+      continue;
+    }
+    batch.push_back(hold);
+  }
+  send(batch);
+  arm();
+}
+
+void Keeper::send(std::vector<Hold*>& batch) {
+  for (std::size_t from = 0; from < batch.size(); from += Renewal::max_locks) {
+    std::size_t to = std::min(batch.size(), from + Renewal::max_locks);
+    std::vector<Renewal::Item> items;
+    items.reserve(to - from);
+    for (std::size_t i = from; i < to; ++i) {
+      const Lock& l = batch[i]->lock;
+      items.push_back({l.resource, l.value, l.ttl});
+    }
+    auto renewal =
+        hooks_.renew(std::move(items), [this](const std::string& value, std::error_code error,
+                                              TimePoint valid_until) { renewed(value, error, valid_until); });
+    for (std::size_t i = from; i < to; ++i) batch[i]->renewing = renewal;
+  }
+}
+
+void Keeper::renewed(const std::string& value, std::error_code error, TimePoint valid_until) {
+  auto it = holds_.find(value);
+  if (it == holds_.end()) return;  // unlocked or ended meanwhile
+  Hold& hold = *it->second;
+  hold.renewing.reset();  // the master answering holds the batch until it returns
+  if (hooks_.now() >= hold.lock.valid_until) {
+    // The answer came too late (a paused process reads it before its timers
+    // run): the validity ran out before the renewal was known to succeed.
+    end(hold, errc::expired, true);
+    return;
+  }
+  if (error) {
+    end(hold, static_cast<errc>(error.value()), true);
+    return;
+  }
+  hold.lock.valid_until = valid_until;
+  arm_expiry(hold);
+  if (hold.on_renewed) {
+    auto told = hold.on_renewed;  // the callback may unlock, ending the hold
+    told(valid_until);
+  }
 }
 
 void Keeper::arm_expiry(Hold& hold) {
@@ -82,46 +171,52 @@ void Keeper::arm_expiry(Hold& hold) {
       ms_until(hold.lock.valid_until), 0);
 }
 
-void Keeper::renew(Hold& hold) {
-  if (hold.renewing) return;  // the previous renewal has not answered yet
-  hold.renewing = true;
-  hooks_.extend(
-      hold.lock, hold.lock.ttl,
-      [this, alive = std::weak_ptr<const bool>(alive_), value = hold.lock.value](std::error_code e, Lock l) {
-        if (!alive.expired()) renewed(value, e, l);
-      });
-}
-
-void Keeper::renewed(const std::string& value, std::error_code error, const Lock& lock) {
-  auto it = holds_.find(value);
-  if (it == holds_.end()) return;  // unlocked or ended meanwhile
+void Keeper::erase(std::unordered_map<std::string, std::unique_ptr<Hold>>::iterator it) {
   Hold& hold = *it->second;
-  hold.renewing = false;
-  if (error) {
-    // A failed extend already deleted our value everywhere.
-    end(hold, static_cast<errc>(error.value()), false);
-    return;
-  }
-  hold.lock.valid_until = lock.valid_until;
-  hold.lock.ttl = lock.ttl;
-  arm_expiry(hold);
+  if (hold.due != 0) due_.erase({hold.due, &hold});
+  holds_.erase(it);
 }
 
 void Keeper::end(Hold& hold, errc why, bool release) {
   auto it = holds_.find(hold.lock.value);
   if (it == holds_.end()) return;
-  std::unique_ptr<Hold> ended = std::move(it->second);
-  holds_.erase(it);
-  if (release) hooks_.release(ended->lock);
-  hooks_.post([on_lost = std::move(ended->on_lost), why] { on_lost(make_error_code(why)); });
+  Lock lock = hold.lock;
+  // Until it runs, an unlock(lock) still cancels the notice (forget()).
+  auto notice = std::make_shared<OnLost>(std::move(hold.on_lost));
+  erase(it);
+  if (release) hooks_.release(lock);
+  forget_noticed();
+  noticing_[lock.value] = notice;
+  hooks_.post([notice, why] {
+    OnLost on_lost = std::exchange(*notice, nullptr);
+    if (on_lost) on_lost(make_error_code(why));
+  });
 }
 
 void Keeper::forget(const std::string& value) {
-  holds_.erase(value);
+  auto it = holds_.find(value);
+  if (it != holds_.end()) erase(it);
+  auto notice = noticing_.find(value);
+  if (notice == noticing_.end()) return;
+  if (auto pending = notice->second.lock()) *pending = nullptr;
+  noticing_.erase(notice);
+}
+
+// Drops the notices that have run, once their number doubled since the last
+// time: amortised constant work per loss.
+void Keeper::forget_noticed() {
+  if (noticing_.size() < prune_at_) return;
+  for (auto it = noticing_.begin(); it != noticing_.end();) {
+    it = it->second.expired() ? noticing_.erase(it) : std::next(it);
+  }
+  prune_at_ = std::max<std::size_t>(64, 2 * noticing_.size());
 }
 
 void Keeper::close() {
   while (!holds_.empty()) end(*holds_.begin()->second, errc::closed, false);
+  noticing_.clear();
+  tick_.close();
+  armed_for_ = 0;
 }
 
 }  // namespace redlock

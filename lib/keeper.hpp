@@ -6,31 +6,44 @@
 #include <redlock/lock.hpp>
 #include <redlock/options.hpp>
 
+#include <cstdint>
 #include <functional>
 #include <memory>
+#include <set>
 #include <string>
 #include <system_error>
 #include <unordered_map>
+#include <utility>
+#include <vector>
 
+#include "clock.hpp"
+#include "renewal.hpp"
 #include "uv_handle.hpp"
 
 namespace redlock {
 
-/// The locks a Client keeps alive (Client::keep). Each hold has three timers:
-/// renewal (every KeepOptions::every), expiry (at the lock's valid_until) and
-/// the optional max_hold cap. libuv runs due timers before it reads sockets,
-/// so after a stall the expiry is reported before a renewal answer that came
-/// too late could count.
+/// The locks a Client keeps alive (Client::keep). Each hold has a timer at
+/// its lock's valid_until (expiry) and, optionally, one for the max_hold cap;
+/// renewals run from one timer shared by all holds. When it fires, every hold
+/// whose renewal is due, or due within a tenth of its period, is renewed in
+/// one batch (Renewal, up to Renewal::max_locks locks per call to a master).
+/// Renewing a little early costs at most a tenth more renewals and never
+/// delays one, so holds that fall due close together share a call.
+/// libuv runs due timers before it reads sockets, so after a stall the expiry
+/// is reported before a renewal answer that came too late could count.
 class Keeper {
  public:
-  using Answer = std::function<void(std::error_code, Lock)>;
   using OnLost = std::function<void(std::error_code)>;
-  /// extend(lock, ttl, answer): Client::extend. release(lock): deletes our
-  /// value everywhere. post(fn): runs fn on a later loop turn.
+  using OnRenewed = std::function<void(TimePoint)>;
+  /// renew(items, decided): starts a Renewal and returns it (kept alive while
+  /// a hold waits for its answer). release(lock): deletes our value
+  /// everywhere. post(fn): runs fn on a later loop turn. now(): the Client's
+  /// clock.
   struct Hooks {
-    std::function<void(const Lock&, milliseconds, Answer)> extend;
+    std::function<std::shared_ptr<void>(std::vector<Renewal::Item>, Renewal::Decided)> renew;
     std::function<void(const Lock&)> release;
     std::function<void(std::function<void()>)> post;
+    std::function<TimePoint()> now;
   };
 
   Keeper(uv_loop_t* loop, Hooks hooks);
@@ -40,26 +53,37 @@ class Keeper {
 
   /// Starts keeping `lock`; `on_lost` runs once, on a later loop turn, if the
   /// hold ends other than by forget().
-  void keep(const Lock& lock, KeepOptions options, OnLost on_lost);
-  /// unlock: stop keeping, silently. A renewal in flight was written before
-  /// the unlock on every connection, so it cannot outlive it.
+  void keep(const Lock& lock, KeepOptions options, OnLost on_lost, OnRenewed on_renewed);
+  /// unlock: stop keeping, silently, and cancel an on_lost not yet run. A
+  /// renewal in flight was written before the unlock on every connection, so
+  /// it cannot outlive it.
   void forget(const std::string& value);
   /// The Client is closing: every hold ends with errc::closed.
   void close();
 
  private:
   struct Hold;
+  using Due = std::pair<std::uint64_t, Hold*>;  // (uv_now() ms, hold)
 
-  void renew(Hold& hold);
-  void renewed(const std::string& value, std::error_code error, const Lock& lock);
+  void tick();
+  void schedule(Hold& hold, std::uint64_t due);
+  void arm();
+  void send(std::vector<Hold*>& batch);
+  void renewed(const std::string& value, std::error_code error, TimePoint valid_until);
   void arm_expiry(Hold& hold);
   void end(Hold& hold, errc why, bool release);
+  void erase(std::unordered_map<std::string, std::unique_ptr<Hold>>::iterator it);
+  void forget_noticed();
 
   uv_loop_t* loop_;
   Hooks hooks_;
   std::unordered_map<std::string, std::unique_ptr<Hold>> holds_;  // by lock value
-  // Expires with the Keeper: renewal answers that run after it are dropped.
-  std::shared_ptr<const bool> alive_ = std::make_shared<const bool>(true);
+  std::set<Due> due_;                                             // the next renewal of every hold
+  // Ended holds whose on_lost is posted but has not run, by lock value.
+  std::unordered_map<std::string, std::weak_ptr<OnLost>> noticing_;
+  std::size_t prune_at_ = 64;
+  Timer tick_;
+  std::uint64_t armed_for_ = 0;  // when tick_ fires; 0 when stopped
 };
 
 }  // namespace redlock

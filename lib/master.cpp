@@ -82,6 +82,9 @@ bool Command::expects(const Reply& reply) const {
     case Expect::script:
       return reply.type == Reply::Type::integer && reply.integer >= script_->min_result &&
              reply.integer <= script_->max_result;
+    case Expect::flags:
+      return reply.type == Reply::Type::string && reply.str.size() == keys_ &&
+             reply.str.find_first_not_of("01") == std::string::npos;
   }
   return false;
 }
@@ -101,6 +104,19 @@ std::shared_ptr<const Command> Command::plain(const std::vector<std::string>& ar
 
 std::shared_ptr<const Command> Command::script(const Script& script, const std::vector<std::string>& argv) {
   return make(&script, argv);
+}
+
+std::shared_ptr<const Command> Command::flags(const Script& script, std::size_t keys,
+                                              const std::vector<std::string_view>& argv) {
+  std::string count = std::to_string(keys);
+  std::vector<std::string_view> all{"EVALSHA", script.sha1, count};
+  all.insert(all.end(), argv.begin(), argv.end());
+  auto c = std::make_shared<Command>();
+  c->encoded_ = encode_command(all.data(), all.size());
+  c->script_ = &script;
+  c->expect_ = Expect::flags;
+  c->keys_ = keys;
+  return c;
 }
 
 std::string Command::encoded_as_eval() const {

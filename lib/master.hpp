@@ -30,7 +30,7 @@ class Command {
  public:
   /// The replies a command can get besides an error reply; anything else is a
   /// protocol error (the master is broken or hostile).
-  enum class Expect { any, set_nx, script };
+  enum class Expect { any, set_nx, script, flags };
 
   /// `argv` is the whole command.
   static std::shared_ptr<const Command> plain(std::initializer_list<std::string_view> argv);
@@ -42,6 +42,10 @@ class Command {
   /// The same for arguments only known at run time (tests, tools).
   static std::shared_ptr<const Command> plain(const std::vector<std::string>& argv);
   static std::shared_ptr<const Command> script(const Script& script, const std::vector<std::string>& argv);
+  /// Runs `script` with EVALSHA on `keys` keys: `argv` is KEYS and then ARGV,
+  /// any length. Answered by a string of one '0' or '1' per key (scripts::renew).
+  static std::shared_ptr<const Command> flags(const Script& script, std::size_t keys,
+                                              const std::vector<std::string_view>& argv);
 
   std::string_view encoded() const { return encoded_.bytes(); }
   const Script* script() const { return script_; }
@@ -56,6 +60,7 @@ class Command {
 
   const Script* script_ = nullptr;
   Expect expect_ = Expect::any;
+  std::size_t keys_ = 0;  // Expect::flags: the answer's length
   Encoded encoded_;
 };
 

@@ -51,6 +51,23 @@ const Script continue_lock{
     2,
 };
 
-const std::array<const Script*, 4> all{&unlock, &acquire, &extend, &continue_lock};
+const Script renew{
+    "renew",
+    "local n = #KEYS\n"
+    "local answers = {}\n"
+    "for i = 1, n do\n"
+    "  if redis.call('get', KEYS[i]) == ARGV[i] and redis.call('pexpire', KEYS[i], ARGV[n + i]) == 1 then\n"
+    "    answers[i] = '1'\n"
+    "  else\n"
+    "    answers[i] = '0'\n"
+    "  end\n"
+    "end\n"
+    "return table.concat(answers)\n",
+    "23f0139646768ccc4af0dba78d318b27f8dbeceb",
+    0,
+    0,
+};
+
+const std::array<const Script*, 5> all{&unlock, &acquire, &extend, &continue_lock, &renew};
 
 }  // namespace redlock::scripts

@@ -39,8 +39,14 @@ extern const Script extend;
 /// holds our value (1), sets it where the key is absent (2), else 0.
 extern const Script continue_lock;
 
+/// KEYS[1..n] keys, ARGV[1..n] values, ARGV[n+1..2n] ttls in ms: extend for
+/// n locks in one call (Client::keep's batched renewals). Answers a string of
+/// n characters, '1' where the key held our value and its ttl was set, '0'
+/// elsewhere; never creates a key. (min_result and max_result do not apply.)
+extern const Script renew;
+
 /// Every script, in the order they are loaded on connect.
-extern const std::array<const Script*, 4> all;
+extern const std::array<const Script*, 5> all;
 
 }  // namespace scripts
 }  // namespace redlock

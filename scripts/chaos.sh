@@ -21,7 +21,8 @@
 #   -- ARGS...      passed to every redlock-chaos run (e.g. --processes 4)
 #
 # Modes: none, stop, kill, restart (with the quarantine), latency, blackhole,
-# reply-drop, mixed (with the quarantine, so that it restarts masters too), and
+# reply-drop, mixed (with the quarantine, so that it restarts masters too),
+# kill and mixed again with long holds kept alive by renewals (--holds kept), and
 # the negative control: restart without the quarantine, which must report
 # overlaps (--expect-overlap). The exit status is non-zero if any mode found an
 # overlap or failed, or if the negative control found none. Each run's output
@@ -220,6 +221,8 @@ runs=(
   "blackhole|--mode blackhole"
   "reply-drop|--mode reply-drop"
   "mixed+quarantine|--mode mixed --quarantine-ms $quarantine"
+  "keep+kill|--mode kill --holds kept"
+  "keep+mixed|--mode mixed --quarantine-ms $quarantine --holds kept"
   "negative-control|--mode restart --quarantine-ms 0 --expect-overlap"
 )
 

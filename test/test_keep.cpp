@@ -2,13 +2,20 @@
 
 #include <redlock/redlock.hpp>
 
+#include <poll.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <chrono>
+#include <csignal>
+#include <random>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "support/calls.hpp"
 #include "support/cluster.hpp"
+#include "support/eventually.hpp"
 #include "support/holders.hpp"
 #include "support/loop.hpp"
 
@@ -30,6 +37,18 @@ struct Lost {
     };
   }
 };
+
+// Script calls a master has run (EVALSHA and EVAL; the commands a script
+// makes inside are counted apart, under their own names).
+long long script_calls(RedisServer& server) {
+  std::string info = server.command({"INFO", "commandstats"});
+  long long calls = 0;
+  for (std::string name : {"cmdstat_evalsha:calls=", "cmdstat_eval:calls="}) {
+    auto at = info.find(name);
+    if (at != std::string::npos) calls += std::stoll(info.substr(at + name.size()));
+  }
+  return calls;
+}
 
 }  // namespace
 
@@ -136,4 +155,289 @@ TEST_CASE("close ends every hold with closed; a bad lock is refused", "[keep]") 
     CHECK(kept.calls == std::vector<std::error_code>{make_error_code(errc::closed)});
   }
   REQUIRE(loop.close());
+}
+
+TEST_CASE("10,000 kept locks are renewed by a handful of script calls per master per tick", "[keep][batch]") {
+  Cluster masters(3);
+  LoopFixture loop;
+  {
+    Options options = masters.options();
+    options.command_timeout = 1000ms;  // a thousand SETs queued at once
+    Client client(loop.get(), options);
+    constexpr int count = 10000;
+    std::vector<Lock> locks;
+    int answered = 0;
+    for (int i = 0; i < count; ++i) {
+      client.try_lock("many:" + std::to_string(i), 3000ms, [&](std::error_code e, Lock l) {
+        ++answered;
+        if (!e) locks.push_back(std::move(l));
+      });
+      if (i % 1000 == 999) REQUIRE(loop.run_until([&] { return answered == i + 1; }, 10s));
+    }
+    REQUIRE(locks.size() == static_cast<std::size_t>(count));
+    int lost = 0;
+    for (const Lock& l : locks) client.keep(l, {1000ms, 0ms}, [&](std::error_code) { ++lost; });
+    std::vector<long long> before;
+    for (std::size_t m = 0; m < masters.size(); ++m) before.push_back(script_calls(masters[m]));
+    auto started = steady::now();
+    loop.run_until([] { return false; }, 3500ms);  // longer than the ttl: only renewals keep the keys
+    double ticks = std::chrono::duration<double>(steady::now() - started) / 1000ms;
+    CHECK(lost == 0);
+    for (std::size_t m = 0; m < masters.size(); ++m) {
+      long long calls = script_calls(masters[m]) - before[m];
+      INFO("master " << m << ": " << calls << " script calls in " << ticks << " ticks");
+      // 1,000 locks a call: 10 calls a tick, and no more than a few extra
+      // for holds that fell due apart.
+      CHECK(calls >= 10);
+      CHECK(calls <= static_cast<long long>(15 * (ticks + 1)));
+      CHECK(masters[m].command({"DBSIZE"}) == std::to_string(count));
+    }
+    client.close(nullptr);
+    REQUIRE(loop.run_until([&] { return lost == count; }, 5s));  // each hold ends once, with closed
+  }
+  REQUIRE(loop.close());
+}
+
+TEST_CASE("one batch answers per lock: a lock taken over is lost, the others go on", "[keep][batch]") {
+  Cluster masters(3);
+  LoopFixture loop;
+  {
+    Client client(loop.get(), masters.options());
+    std::vector<Lock> locks;
+    for (int i = 0; i < 5; ++i) {
+      Answer a = try_lock(loop, client, "batch:" + std::to_string(i), 600ms);
+      REQUIRE_FALSE(a.error);
+      locks.push_back(a.lock);
+    }
+    std::vector<Lost> lost(locks.size());
+    for (std::size_t i = 0; i < locks.size(); ++i) client.keep(locks[i], {100ms, 0ms}, lost[i].callback());
+    for (std::size_t m = 0; m < 2; ++m) masters[m].set("batch:2", "someone-else", 10s);
+    REQUIRE(loop.run_until([&] { return !lost[2].calls.empty(); }, 2s));
+    loop.run_until([] { return false; }, 900ms);  // beyond the ttl of the others
+    CHECK(lost[2].calls == std::vector<std::error_code>{make_error_code(errc::not_held)});
+    CHECK(gone_everywhere(masters, "batch:2", locks[2].value));
+    CHECK(masters[0].get("batch:2") == "someone-else");
+    for (std::size_t i : {0, 1, 3, 4}) {
+      CHECK(lost[i].calls.empty());
+      CHECK(holders(masters, "batch:" + std::to_string(i), locks[i].value) == 3);
+      CHECK_FALSE(unlock(loop, client, locks[i]));
+    }
+  }
+  REQUIRE(loop.close());
+}
+
+TEST_CASE("renewals keep a 300 ms lock held for seconds while contenders get not_acquired", "[keep]") {
+  Cluster masters(3);
+  LoopFixture loop;
+  {
+    Client holder(loop.get(), masters.options());
+    Client contender(loop.get(), masters.options());
+    auto started = steady::now();
+    Answer a = try_lock(loop, holder, "long", 300ms);
+    REQUIRE_FALSE(a.error);
+    Lost lost;
+    holder.keep(a.lock, {}, lost.callback());
+    int attempts = 0;
+    int refused = 0;
+    // Back to back for three seconds, ten ttls: each attempt must be refused.
+    for (int i = 0; i < 100000 && steady::now() - started < 3s; ++i) {
+      Answer c = try_lock(loop, contender, "long", 300ms);
+      ++attempts;
+      refused += c.error == errc::not_acquired ? 1 : 0;
+      loop.run_until([] { return false; }, 20ms);
+    }
+    CHECK(attempts > 20);
+    CHECK(refused == attempts);
+    CHECK(lost.calls.empty());
+    CHECK(holders(masters, "long", a.lock.value) == 3);
+    CHECK_FALSE(unlock(loop, holder, a.lock));
+    CHECK(held_nowhere(masters, "long"));
+    CHECK_FALSE(try_lock(loop, contender, "long", 300ms).error);
+  }
+  REQUIRE(loop.close());
+}
+
+TEST_CASE("renewals go on with a minority of masters killed", "[keep]") {
+  Cluster masters(3);
+  LoopFixture loop;
+  {
+    Client client(loop.get(), masters.options());
+    Answer a = try_lock(loop, client, "minority", 300ms);
+    REQUIRE_FALSE(a.error);
+    Lost lost;
+    int renewed = 0;
+    client.keep(a.lock, {}, lost.callback(), [&](steady::time_point) { ++renewed; });
+    masters[2].kill9();
+    int before = renewed;
+    loop.run_until([] { return false; }, 1500ms);  // five ttls
+    CHECK(renewed - before >= 5);
+    CHECK(lost.calls.empty());
+    CHECK(masters[0].get("minority") == a.lock.value);
+    CHECK(masters[1].get("minority") == a.lock.value);
+    CHECK_FALSE(unlock(loop, client, a.lock));
+  }
+  REQUIRE(loop.close());
+}
+
+TEST_CASE("with a majority of masters killed, on_lost(unavailable) comes before the validity ends",
+          "[keep]") {
+  Cluster masters(3);
+  LoopFixture loop;
+  {
+    Client client(loop.get(), masters.options());
+    Answer a = try_lock(loop, client, "majority", 600ms);
+    REQUIRE_FALSE(a.error);
+    Lost lost;
+    steady::time_point valid_until = a.lock.valid_until;
+    client.keep(a.lock, {100ms, 0ms}, lost.callback(), [&](steady::time_point v) { valid_until = v; });
+    REQUIRE(loop.run_until([&] { return valid_until > a.lock.valid_until; }, 2s));
+    masters[0].kill9();
+    masters[1].kill9();
+    REQUIRE(loop.run_until([&] { return !lost.calls.empty(); }, 2s));
+    CHECK(lost.calls[0] == errc::unavailable);
+    CHECK(lost.at < valid_until);
+    loop.run_until([] { return false; }, 300ms);
+    CHECK(lost.calls.size() == 1);
+    // Our value is deleted on the master still up.
+    CHECK(eventually([&] { return masters[2].get("majority") != a.lock.value; }));
+  }
+  REQUIRE(loop.close());
+}
+
+TEST_CASE("renewal racing unlock, 10^4 times: no key left behind, no on_lost after unlock", "[keep][race]") {
+  Cluster masters(3);
+  LoopFixture loop;
+  {
+    Client client(loop.get(), masters.options());
+    constexpr int rounds = 10000;
+    std::mt19937 rng(13);
+    int lost = 0;
+    int done = 0;
+    auto started = steady::now();
+    for (int i = 0; i < rounds && steady::now() - started < scaled(120s); ++i) {
+      std::string resource = "race:" + std::to_string(i % 100);
+      Answer a = lock(loop, client, resource, 50ms);  // retries: the first may come before the connections
+      REQUIRE_FALSE(a.error);
+      // Renewing every millisecond: a renewal is in flight, about to be
+      // written or just answered when unlock comes.
+      client.keep(a.lock, {1ms, 0ms}, [&](std::error_code) { ++lost; });
+      for (int turns = std::uniform_int_distribution<int>(0, 6)(rng); turns > 0; --turns) {
+        uv_run(loop.get(), UV_RUN_NOWAIT);
+      }
+      REQUIRE_FALSE(unlock(loop, client, a.lock));
+      ++done;
+    }
+    CHECK(done == rounds);
+    loop.run_until([] { return false; }, 100ms);  // anything still posted runs
+    CHECK(lost == 0);
+    for (std::size_t m = 0; m < masters.size(); ++m) {
+      CHECK(eventually([&] { return masters[m].command({"DBSIZE"}) == "0"; }));
+    }
+  }
+  REQUIRE(loop.close());
+}
+
+namespace {
+
+// What a child process that keeps a lock reports on its pipe, one byte each:
+// 'r' a renewal, 'e' expired, 'n' not_held, 'u' unavailable, '?' anything else.
+char event_byte(std::error_code e) {
+  if (e == errc::expired) return 'e';
+  if (e == errc::not_held) return 'n';
+  if (e == errc::unavailable) return 'u';
+  return '?';
+}
+
+[[noreturn]] void keep_in_child(const Options& options, int out, const std::string& resource) {
+  uv_loop_t loop;
+  uv_loop_init(&loop);
+  {
+    Client client(&loop, options);
+    bool ended = false;
+    client.try_lock(resource, 300ms, [&](std::error_code e, Lock l) {
+      if (e) {
+        ended = true;
+        (void)!write(out, "L", 1);
+        return;
+      }
+      (void)!write(out, l.value.data(), l.value.size());
+      client.keep(
+          l, {100ms, 0ms},
+          [&, out](std::error_code lost) {
+            char c = event_byte(lost);
+            (void)!write(out, &c, 1);
+            ended = true;
+          },
+          [out](steady::time_point) { (void)!write(out, "r", 1); });
+    });
+    while (!ended) uv_run(&loop, UV_RUN_ONCE);
+    client.close(nullptr);
+    uv_run(&loop, UV_RUN_DEFAULT);
+  }
+  uv_loop_close(&loop);
+  _exit(0);
+}
+
+// Reads what is in the pipe now, or waits up to `deadline` for something.
+std::string read_pipe(int fd, std::chrono::milliseconds deadline) {
+  std::string got;
+  pollfd p{fd, POLLIN, 0};
+  if (poll(&p, 1, static_cast<int>(scaled(deadline).count())) <= 0) return got;
+  char buffer[256];
+  for (int i = 0; i < 1000; ++i) {
+    pollfd again{fd, POLLIN, 0};
+    if (poll(&again, 1, 0) <= 0) break;
+    ssize_t n = read(fd, buffer, sizeof buffer);
+    if (n <= 0) break;
+    got.append(buffer, static_cast<std::size_t>(n));
+  }
+  return got;
+}
+
+}  // namespace
+
+TEST_CASE("a client SIGSTOPped past its validity reports expired first", "[keep][sigstop]") {
+  Cluster masters(3);
+  int fds[2];
+  REQUIRE(pipe(fds) == 0);
+  pid_t child = fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    close(fds[0]);
+    keep_in_child(masters.options(), fds[1], "paused");
+  }
+  close(fds[1]);
+  struct Reap {
+    pid_t pid;
+    ~Reap() {
+      if (pid <= 0) return;
+      kill(pid, SIGCONT);
+      kill(pid, SIGKILL);
+      waitpid(pid, nullptr, 0);
+    }
+  } reap{child};
+  std::string value = read_pipe(fds[0], 5s);
+  REQUIRE(value.size() >= 32);
+  std::string events = value.substr(32);
+  value.resize(32);
+  // Held and renewed at least once before the pause.
+  for (int i = 0; i < 100 && events.find('r') == std::string::npos; ++i) events += read_pipe(fds[0], 100ms);
+  REQUIRE(events.find('r') != std::string::npos);
+  REQUIRE(kill(child, SIGSTOP) == 0);
+  int status = 0;
+  REQUIRE(waitpid(child, &status, WUNTRACED) == child);
+  REQUIRE(WIFSTOPPED(status));
+  events += read_pipe(fds[0], 0ms);  // written before it stopped
+  CHECK(events.find_first_not_of('r') == std::string::npos);
+  std::this_thread::sleep_for(600ms);  // the pause itself: twice the ttl
+  CHECK(holders(masters, "paused", value) == 0);
+  REQUIRE(kill(child, SIGCONT) == 0);
+  std::string after = read_pipe(fds[0], 5s);
+  REQUIRE_FALSE(after.empty());
+  CHECK(after[0] == 'e');
+  CHECK(gone_everywhere(masters, "paused", value));
+  REQUIRE(waitpid(child, &status, 0) == child);
+  reap.pid = -1;
+  CHECK(WIFEXITED(status));
+  close(fds[0]);
 }

@@ -6,6 +6,8 @@
 #include <redlock/options.hpp>
 #include <redlock/result.hpp>
 
+#include <chrono>
+#include <functional>
 #include <memory>
 #include <string>
 #include <system_error>
@@ -41,6 +43,15 @@ class REDLOCK_API Redlock {
   /// See Client::master_errors; asked of the loop thread, so it waits for
   /// that thread's current work. Empty once the Redlock is being destroyed.
   std::vector<MasterError> master_errors();
+  /// Client::keep on the loop thread: renews `lock` until unlock(lock).
+  /// `on_lost` (may be empty) runs on the loop thread, at most once, if the
+  /// hold ends other than by unlock(); errc::closed at once on this thread
+  /// when the Redlock is being destroyed. Returns without waiting.
+  /// With Options::reentrant, keeping a lock this Redlock holds at several
+  /// levels shares the first keep's renewals; a level's on_lost is dropped
+  /// by the unlock() of that level (nested order).
+  void keep(const Lock& lock, KeepOptions options, std::function<void(std::error_code)> on_lost,
+            std::function<void(std::chrono::steady_clock::time_point)> on_renewed = nullptr);
 
   class Impl;
 
@@ -54,33 +65,55 @@ class REDLOCK_API LockGuard {
  public:
   /// Owns `lock`, taken from `redlock`, which must outlive the guard.
   LockGuard(Redlock& redlock, Lock lock) : redlock_(&redlock), lock_(std::move(lock)), held_(true) {}
+  /// Also keeps the lock alive while the guard lives (Redlock::keep). The
+  /// guard's state then follows the hold: lost(), error(), valid_until().
+  /// `on_lost` (may be empty) runs once on the Redlock's loop thread if the
+  /// hold ends other than by unlock(); it must not block, nor wait for a
+  /// call on this Redlock.
+  LockGuard(Redlock& redlock, Lock lock, KeepOptions options,
+            std::function<void(std::error_code)> on_lost = nullptr);
   ~LockGuard() { (void)unlock(); }
   /// Takes over what `other` owned; `other` then owns nothing.
   LockGuard(LockGuard&& other) noexcept
-      : redlock_(other.redlock_), lock_(std::move(other.lock_)), held_(std::exchange(other.held_, false)) {}
+      : redlock_(other.redlock_),
+        lock_(std::move(other.lock_)),
+        held_(std::exchange(other.held_, false)),
+        kept_(std::move(other.kept_)) {}
   LockGuard(const LockGuard&) = delete;
   LockGuard& operator=(const LockGuard&) = delete;
   LockGuard& operator=(LockGuard&&) = delete;
 
-  /// The lock, as last extended.
+  /// The lock as taken (or last extended by extend()); see valid_until().
   const Lock& lock() const noexcept { return lock_; }
-  /// False once unlocked, released, moved from, or after a failed extend().
+  /// Not yet unlocked or released (a kept lock may still have been lost).
   bool owns_lock() const noexcept { return held_; }
+
+  // Thread-safe reads of a kept lock's state (any thread, any time).
+  /// The hold ended other than by unlock(): the lock must not be relied on.
+  bool lost() const;
+  /// Why it was lost (see Client::keep); empty while held or when not kept.
+  std::error_code error() const;
+  /// The end of the current validity, moved on by every renewal.
+  std::chrono::steady_clock::time_point valid_until() const;
 
   /// Extends the held lock; on failure the guard no longer owns it.
   std::error_code extend(milliseconds ttl);
   /// Unlocks now; later calls and the destructor do nothing.
   std::error_code unlock() noexcept;
-  /// Gives up ownership without unlocking.
+  /// Gives up ownership without unlocking. A kept lock stays kept until
+  /// Redlock::unlock(lock).
   Lock release() noexcept {
     held_ = false;
     return std::move(lock_);
   }
 
+  struct Kept;
+
  private:
   Redlock* redlock_;
   Lock lock_;
   bool held_;
+  std::shared_ptr<Kept> kept_;  // only when kept
 };
 
 }  // namespace redlock

@@ -83,6 +83,12 @@ struct REDLOCK_API Options {
   /// master in restart quarantine. Called on the loop thread from inside the
   /// library: log and return, make no call on the Client from it.
   std::function<void(std::string_view)> diagnostics;
+  /// Blocking facade (Redlock) only: a thread that holds a resource through
+  /// this Redlock and locks it again gets the same Lock at once, with a hold
+  /// count (extended on the masters first when the new ttl reaches further);
+  /// the masters are released at that thread's last unlock. Other threads and
+  /// other processes are still excluded.
+  bool reentrant = false;
 
   /// Throws std::invalid_argument naming the first bad field.
   void validate() const;

@@ -79,6 +79,10 @@ options:
   --retry-delay-ms MS  lock() retry delay, and the jitter on it (default 40)
   --seed N             the fault schedule's seed (default random)
   --expect-overlap     negative control: exit 0 only if an overlap was found
+  --holds timed|kept   timed (default): hold 30-70% of the validity; kept: a
+                       LockGuard keeps the lock (Client::keep) for 0.5-4 TTLs,
+                       working in 1 ms steps only while the guard is neither
+                       lost nor past its valid_until (as renewals moved it)
   --list-faults        print every fault
   --keep-records DIR   keep the workers' record files in DIR
 
@@ -112,6 +116,7 @@ struct Args {
   std::optional<std::uint64_t> seed;
   bool expect_overlap = false;
   bool list_faults = false;
+  std::string holds = "timed";
   std::string keep_records;
   std::vector<int> external_ports;
   std::string fault_command;
@@ -197,6 +202,9 @@ Args parse_args(int argc, char** argv) {
       a.retry_delay = milliseconds{number(opt, value, 0, big)};
     } else if (opt == "--seed") {
       a.seed = number<std::uint64_t>(opt, value, 0, UINT64_MAX);
+    } else if (opt == "--holds") {
+      if (value != "timed" && value != "kept") usage_error("--holds wants timed or kept");
+      a.holds = std::string(value);
     } else if (opt == "--keep-records") {
       a.keep_records = value;
     } else if (opt == "--external-ports") {
@@ -248,6 +256,7 @@ int worker_main(const Args& a) {
   config.key_prefix = a.key_prefix;
   config.until = from_ns(a.until_ns);
   config.out_path = a.out;
+  config.keep_holds = a.holds == "kept";
   return run_worker(config);
 }
 
@@ -448,7 +457,9 @@ int parent_main(const Args& a) {
                            "--until-ns",
                            std::to_string(to_ns(until)),
                            "--out",
-                           w.out});
+                           w.out,
+                           "--holds",
+                           a.holds});
       workers.push_back(w);
     }
   } catch (const std::exception& e) {

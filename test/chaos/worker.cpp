@@ -49,6 +49,30 @@ class RecordFile {
   std::FILE* file_;
 };
 
+// --holds kept: the lock is kept by a LockGuard for 0.5-4 TTLs. The work is
+// 1 ms steps, each done only after checking that the guard is neither lost
+// nor past its valid_until; a step's time becomes r.left and the validity it
+// checked r.valid_until. So a step never follows on_lost (lost() reads what
+// on_lost wrote, under the guard's mutex), and the checker's overlaps test
+// whether the validity that renewals reported was real.
+void hold_kept(Redlock& redlock, Lock lock, const WorkerConfig& config, std::mt19937_64& rng, Record& r) {
+  std::uniform_real_distribution<double> ttls(0.5, 4.0);
+  const auto end = r.returned + std::chrono::duration_cast<Clock::duration>(config.ttl * ttls(rng));
+  r.valid_until = lock.valid_until;
+  r.left = r.returned;
+  LockGuard guard(redlock, std::move(lock), KeepOptions{});
+  for (int step = 0; step < 1'000'000; ++step) {
+    const auto now = Clock::now();
+    const auto valid_until = guard.valid_until();
+    if (guard.lost() || now >= valid_until || now >= end) break;
+    r.left = now;
+    r.valid_until = valid_until;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  r.unlock_error = code_of(guard.unlock());
+  r.unlocked = Clock::now();
+}
+
 void contend(Redlock& redlock, const WorkerConfig& config, int thread, RecordFile& out) {
   std::mt19937_64 rng(std::random_device{}());
   std::uniform_int_distribution<int> pick_resource(0, config.resources - 1);
@@ -68,7 +92,9 @@ void contend(Redlock& redlock, const WorkerConfig& config, int thread, RecordFil
     Result<Lock> lock = redlock.lock("resource-" + std::to_string(r.resource), config.ttl);
     r.returned = Clock::now();
     r.error = code_of(lock.error());
-    if (lock) {
+    if (lock && config.keep_holds) {
+      hold_kept(redlock, std::move(*lock), config, rng, r);
+    } else if (lock) {
       r.valid_until = lock->valid_until;
       const auto validity = lock->valid_until - r.returned;
       if (validity > Clock::duration::zero()) {

@@ -25,6 +25,8 @@ struct WorkerConfig {
   Clock::time_point until{};
   /// Records are appended here as they happen, one line each (record.hpp).
   std::string out_path;
+  /// Hold through a kept LockGuard for 0.5-4 TTLs (see hold_kept()).
+  bool keep_holds = false;
 };
 
 /// The redlock::Options every worker uses, so that the parent can describe them.
