@@ -315,6 +315,42 @@ TEST_CASE("a lock lost while CMD runs stops CMD and exits 75", "[cli]") {
   }
 }
 
+TEST_CASE("too few masters reachable: status 69", "[cli]") {
+  Cluster masters(3);
+  masters[0].kill9();
+  masters[1].kill9();
+  auto run = run_command(command_line("run", masters, {"-n", "jobs", "--", "/bin/sh", "-c", "exit 0"}));
+  CHECK(run.status == 69);
+  CHECK_THAT(run.err, Catch::Contains("too few masters"));
+  auto acquire = run_command(command_line("acquire", masters, {"-w", "200ms", "jobs"}));
+  CHECK(acquire.status == 69);
+}
+
+TEST_CASE("while waiting on a terminal, one status line says who holds the lock", "[cli]") {
+  Cluster masters(3);
+  auto held = run_command(command_line("acquire", masters, {"--ttl", "1m", "jobs"}));
+  REQUIRE(held.status == 0);
+  const std::string value = assignments(held.out)["REDLOCK_VALUE"];
+  std::vector<std::string> waiter = command_line("run", masters, {"-w", "1500ms", "jobs", "--", "/bin/true"});
+
+  SECTION("stderr a terminal (script(1) gives it one)") {
+    std::string line;
+    for (const auto& a : waiter) line += a + " ";
+    auto done = run_command({"/usr/bin/script", "-qec", line, "/dev/null"});
+    CHECK(done.status == 1);
+    CHECK_THAT(done.out, Catch::Contains("redlock: waiting "));
+    CHECK_THAT(done.out,
+               Catch::Contains("for 'jobs': held by " + value.substr(0, 8) + "... on 3 of 3 masters"));
+    CHECK_THAT(done.out, Catch::Contains("s left"));
+  }
+  SECTION("stderr a file: nothing but the outcome") {
+    auto done = run_command(waiter);
+    CHECK(done.status == 1);
+    CHECK_THAT(done.err, !Catch::Contains("waiting"));
+    CHECK(std::count(done.err.begin(), done.err.end(), '\n') == 1);
+  }
+}
+
 TEST_CASE("acquire, extend and release hold a lock across commands", "[cli]") {
   Cluster masters(3);
   auto acquired = run_command(command_line("acquire", masters, {"--ttl", "10s", "jobs"}));

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "args.hpp"
+#include "support/json.hpp"
 
 using namespace std::chrono_literals;
 using redlock::cli::Invocation;
@@ -241,5 +242,22 @@ TEST_CASE("bad input is one line naming what is wrong", "[cli][args]") {
       CHECK(e.verb == c.usage);
       CHECK(std::string(e.what()).find('\n') == std::string::npos);
     }
+  }
+}
+
+TEST_CASE("the tests' JSON reader reads JSON and refuses the rest", "[cli][json]") {
+  using redlock::test::Json;
+  Json j = Json::parse(R"( {"a": [1, -2.5e1, true, false, null], "b": {"c": "x\"\\\n\u0041"}, "d": []} )");
+  CHECK(j["a"][0].number == 1);
+  CHECK(j["a"][1].number == -25);
+  CHECK(j["a"][2].boolean);
+  CHECK_FALSE(j["a"][3].boolean);
+  CHECK(j["a"][4].is_null());
+  CHECK(j["b"]["c"].string == "x\"\\\nA");
+  CHECK(j["d"].array.empty());
+  CHECK_THROWS(j["missing"]);
+  for (const char* bad : {"", "{", "{\"a\":}", "[1,]", "{\"a\" 1}", "tru", "\"open", "{} x", "{'a':1}"}) {
+    INFO(bad);
+    CHECK_THROWS(Json::parse(bad));
   }
 }

@@ -93,12 +93,11 @@ class Runner {
 
   void on_acquired(std::error_code ec, Lock lock) {
     line_.stop();
-    if (interrupted_) {
-      // A lock granted just as a signal arrived: CMD never runs, release it.
-      if (!ec) session_.client().unlock(lock, [this](std::error_code) { finish(); });
-      if (ec) finish();
-      return;
-    }
+    // Interrupted: close() answered errc::closed and released what was in
+    // flight. Only a lock whose answer was already on its way when the signal
+    // came gets here with no error; the closed client cannot release it, and
+    // it expires after its ttl.
+    if (interrupted_) return;
     if (ec) {
       if (ec == errc::timeout) {
         complain("'" + inv_.resource + "' is held by another owner; gave up after " +
@@ -168,8 +167,7 @@ class Runner {
     interrupted_ = true;
     line_.stop();
     status_ = 128 + signum;
-    session_.client().close(nullptr);
-    close_handles();
+    finish();
   }
 
   void on_exit(std::int64_t status, int term_signal) {

@@ -118,7 +118,10 @@ struct Json {
       v.type = Type::object;
       ++at;
       skip_space(t, at);
-      if (at < t.size() && t[at] == '}') return ++at, v;
+      if (at < t.size() && t[at] == '}') {
+        ++at;
+        return v;
+      }
       while (true) {
         skip_space(t, at);
         std::string key = read_string(t, at);
@@ -138,7 +141,10 @@ struct Json {
       v.type = Type::array;
       ++at;
       skip_space(t, at);
-      if (at < t.size() && t[at] == ']') return ++at, v;
+      if (at < t.size() && t[at] == ']') {
+        ++at;
+        return v;
+      }
       while (true) {
         v.array.push_back(read(t, at));
         skip_space(t, at);
@@ -155,9 +161,16 @@ struct Json {
       v.string = read_string(t, at);
       return v;
     }
-    if (c == 't') return expect(t, at, "true"), v.type = Type::boolean, v.boolean = true, v;
-    if (c == 'f') return expect(t, at, "false"), v.type = Type::boolean, v;
-    if (c == 'n') return expect(t, at, "null"), v;
+    if (c == 't' || c == 'f') {
+      v.type = Type::boolean;
+      v.boolean = c == 't';
+      expect(t, at, v.boolean ? "true" : "false");
+      return v;
+    }
+    if (c == 'n') {
+      expect(t, at, "null");
+      return v;
+    }
     std::size_t start = at;
     if (at < t.size() && t[at] == '-') ++at;
     while (at < t.size() && ((t[at] >= '0' && t[at] <= '9') || t[at] == '.' || t[at] == 'e' || t[at] == 'E' ||
