@@ -20,6 +20,7 @@
 #include "support/command.hpp"
 #include "support/eventually.hpp"
 #include "support/json.hpp"
+#include "support/timeouts.hpp"
 
 using namespace std::chrono_literals;
 using redlock::test::Cluster;
@@ -331,7 +332,10 @@ TEST_CASE("while waiting on a terminal, one status line says who holds the lock"
   auto held = run_command(command_line("acquire", masters, {"--ttl", "1m", "jobs"}));
   REQUIRE(held.status == 0);
   const std::string value = assignments(held.out)["REDLOCK_VALUE"];
-  std::vector<std::string> waiter = command_line("run", masters, {"-w", "1500ms", "jobs", "--", "/bin/true"});
+  std::vector<std::string> waiter =
+      command_line("run", masters,
+                   {"--connect-timeout", "2s", "-w",
+                    std::to_string(redlock::test::scaled(1500ms).count()) + "ms", "jobs", "--", "/bin/true"});
 
   SECTION("stderr a terminal (script(1) gives it one)") {
     std::string line;
@@ -394,7 +398,8 @@ TEST_CASE("status --json describes masters and resources", "[cli]") {
   const std::string value = assignments(acquired.out)["REDLOCK_VALUE"];
   masters[2].kill9();
 
-  auto status = run_command(command_line("status", masters, {"--json", "jobs", "free"}));
+  auto status =
+      run_command(command_line("status", masters, {"--connect-timeout", "2s", "--json", "jobs", "free"}));
   CHECK(status.status == 0);  // 2 of 3 still vote
   INFO(status.out);
   Json report = Json::parse(status.out);
@@ -430,7 +435,7 @@ TEST_CASE("status --json describes masters and resources", "[cli]") {
   CHECK_FALSE(free["held"].boolean);
 
   SECTION("the text form says the same") {
-    auto text = run_command(command_line("status", masters, {"jobs"}));
+    auto text = run_command(command_line("status", masters, {"--connect-timeout", "2s", "jobs"}));
     CHECK(text.status == 0);
     CHECK_THAT(text.out, Catch::Contains("masters: 2 of 3 voting, a quorum is 2"));
     CHECK_THAT(text.out, Catch::Contains("resource jobs: held by " + value + " on 2 of 3 masters"));
@@ -438,7 +443,7 @@ TEST_CASE("status --json describes masters and resources", "[cli]") {
   }
   SECTION("without a quorum of masters: status 69") {
     masters[1].kill9();
-    auto down = run_command(command_line("status", masters, {"--json"}));
+    auto down = run_command(command_line("status", masters, {"--connect-timeout", "2s", "--json"}));
     CHECK(down.status == 69);
     CHECK(Json::parse(down.out)["voting"].number == 1);
   }
