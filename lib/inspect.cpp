@@ -139,7 +139,7 @@ class Inspector::Impl {
     }
 
    private:
-    void send(std::size_t i, std::vector<std::string> argv, Step::Fn fn) {
+    void send(std::size_t i, const std::vector<std::string>& argv, Step::Fn fn) {
       auto step = std::make_shared<Step>(std::move(fn));
       steps_.push_back(step);
       owner_.masters_[i]->send(Command::plain(argv), step);
@@ -286,7 +286,7 @@ Inspector::Inspector(uv_loop_t* loop, Options options) {
 Inspector::~Inspector() = default;
 
 void Inspector::inspect(std::vector<std::string> resources, Callback cb) {
-  if (!cb) cb = [](std::error_code, Inspection) {};
+  if (!cb) cb = [](std::error_code, const Inspection&) {};
   impl_->inspect(std::move(resources), std::move(cb));
 }
 

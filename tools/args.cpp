@@ -272,9 +272,9 @@ milliseconds parse_duration(std::string_view text, std::string_view what, Verb v
   } else if (unit == "s") {
     scale = 1000;
   } else if (unit == "m") {
-    scale = 60 * 1000;
+    scale = std::int64_t{60} * 1000;
   } else if (unit == "h") {
-    scale = 60 * 60 * 1000;
+    scale = std::int64_t{60} * 60 * 1000;
   } else if (unit.empty()) {
     throw bad("'" + std::string(text) + "' has no unit (write " + std::string(text) + "s or " +
               std::string(text) + "ms)");

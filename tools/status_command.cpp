@@ -49,8 +49,8 @@ std::string seconds_text(milliseconds d) {
 std::string uptime_text(std::chrono::seconds s) {
   long long t = s.count();
   if (t < 120) return std::to_string(t) + "s";
-  if (t < 2 * 3600) return std::to_string(t / 60) + "m";
-  if (t < 2 * 86400) return std::to_string(t / 3600) + "h";
+  if (t < 2LL * 3600) return std::to_string(t / 60) + "m";
+  if (t < 2LL * 86400) return std::to_string(t / 3600) + "h";
   return std::to_string(t / 86400) + "d";
 }
 

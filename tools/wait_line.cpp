@@ -51,7 +51,7 @@ void WaitLine::tick() {
   if (asking_ || !inspector_) return;
   asking_ = true;
   std::weak_ptr<bool> alive = alive_;
-  inspector_->inspect({resource_}, [this, alive](std::error_code ec, Inspection inspection) {
+  inspector_->inspect({resource_}, [this, alive](std::error_code ec, const Inspection& inspection) {
     if (alive.expired()) return;
     asking_ = false;
     if (ec || !timer_) return;  // closed: stop() ran meanwhile
