@@ -1,4 +1,4 @@
-// The redlock command's argument parser: no Redis, no network.
+// The redlock command without Redis: its argument parser and its output formats.
 
 #include <catch2/catch.hpp>
 
@@ -6,7 +6,9 @@
 #include <vector>
 
 #include "args.hpp"
+#include "status_command.hpp"
 #include "support/json.hpp"
+#include "wait_line.hpp"
 
 using namespace std::chrono_literals;
 using redlock::cli::Invocation;
@@ -260,4 +262,81 @@ TEST_CASE("the tests' JSON reader reads JSON and refuses the rest", "[cli][json]
     INFO(bad);
     CHECK_THROWS(Json::parse(bad));
   }
+}
+
+namespace {
+
+// Three masters, the second unreachable; "jobs" held on two by "abcdef0123".
+redlock::Inspection sample() {
+  redlock::Inspection i;
+  for (int port : {7001, 7002, 7003}) {
+    redlock::MasterReport m;
+    m.endpoint = "redis://127.0.0.1:" + std::to_string(port);
+    m.reachable = port != 7002;
+    if (!m.reachable) m.error = "no answer within 250 ms";
+    m.role = "master";
+    m.uptime = std::chrono::seconds{3700};
+    m.maxmemory_policy = port == 7003 ? "allkeys-lru" : "noeviction";
+    m.round_trip = std::chrono::microseconds{250};
+    redlock::KeyReport key;
+    if (m.reachable) {
+      key.present = true;
+      key.value = "abcdef0123";
+      key.ttl = port == 7001 ? 9000ms : 8000ms;
+    }
+    m.keys.push_back(key);
+    i.masters.push_back(m);
+  }
+  redlock::ResourceReport r;
+  r.resource = "jobs";
+  r.value = "abcdef0123";
+  r.holders = 2;
+  r.quorum = true;
+  r.ttl = 8000ms;
+  i.resources.push_back(r);
+  return i;
+}
+
+}  // namespace
+
+TEST_CASE("status text and JSON say the same thing", "[cli][status]") {
+  redlock::Inspection i = sample();
+  std::string text = redlock::cli::status_text(i);
+  CHECK_THAT(text, Catch::StartsWith("masters: 2 of 3 voting, a quorum is 2\n"));
+  CHECK_THAT(text, Catch::Contains(
+                       "redis://127.0.0.1:7001  master, up 61m, rtt 0.25ms, maxmemory-policy noeviction\n"));
+  CHECK_THAT(text, Catch::Contains("redis://127.0.0.1:7002  unreachable: no answer within 250 ms\n"));
+  CHECK_THAT(text, Catch::Contains("maxmemory-policy allkeys-lru (may evict locks)"));
+  CHECK_THAT(text, Catch::Contains("resource jobs: held by abcdef0123 on 2 of 3 masters, 8.0s left\n"));
+
+  redlock::test::Json j = redlock::test::Json::parse(redlock::cli::status_json(i));
+  CHECK(j["quorum"].number == 2);
+  CHECK(j["voting"].number == 2);
+  CHECK(j["masters"][0]["uptime_s"].number == 3700);
+  CHECK(j["masters"][0]["rtt_us"].number == 250);
+  CHECK(j["masters"][1]["error"].string == "no answer within 250 ms");
+  CHECK(j["resources"][0]["held"].boolean);
+  CHECK(j["resources"][0]["masters"][0]["ttl_ms"].number == 9000);
+  CHECK(j["resources"][0]["masters"][1]["value"].is_null());
+
+  SECTION("a quarantined master does not vote, and names are escaped") {
+    i.masters[0].quarantined = true;
+    i.masters[0].quarantine_left = 1500ms;
+    i.resources[0].resource = "a \"quoted\"\\name\n";
+    CHECK_THAT(redlock::cli::status_text(i), Catch::Contains("in restart quarantine for 1.5s"));
+    redlock::test::Json q = redlock::test::Json::parse(redlock::cli::status_json(i));
+    CHECK(q["voting"].number == 1);
+    CHECK(q["resources"][0]["resource"].string == "a \"quoted\"\\name\n");
+  }
+}
+
+TEST_CASE("the wait line names the holder, its time left and the time waited", "[cli][status]") {
+  redlock::Inspection i = sample();
+  CHECK(redlock::cli::WaitLine::render(i, 2300ms, "jobs") ==
+        "redlock: waiting 2.3s for 'jobs': held by abcdef01... on 2 of 3 masters, 8.0s left");
+  i.resources[0].holders = 0;
+  CHECK(redlock::cli::WaitLine::render(i, 0ms, "jobs") == "redlock: waiting 0.0s for 'jobs': free");
+  i.masters[0].reachable = false;
+  CHECK(redlock::cli::WaitLine::render(i, 1000ms, "jobs") ==
+        "redlock: waiting 1.0s for 'jobs': only 1 of 3 masters answer");
 }

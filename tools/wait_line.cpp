@@ -67,6 +67,12 @@ void WaitLine::show(const std::string& line) {
 
 std::string WaitLine::render(const Inspection& inspection, milliseconds waited, const std::string& resource) {
   std::string line = "redlock: waiting " + seconds_text(waited) + " for '" + resource + "'";
+  std::size_t n = inspection.masters.size();
+  std::size_t answering = 0;
+  for (const MasterReport& m : inspection.masters) answering += m.reachable ? 1 : 0;
+  if (answering < n / 2 + 1) {
+    return line + ": only " + std::to_string(answering) + " of " + std::to_string(n) + " masters answer";
+  }
   if (inspection.resources.empty() || inspection.resources[0].holders == 0) return line + ": free";
   const ResourceReport& r = inspection.resources[0];
   std::string holder = r.value.size() > 8 ? r.value.substr(0, 8) + "..." : r.value;
