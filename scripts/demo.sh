@@ -9,7 +9,7 @@ BUILD_DIR=${BUILD_DIR:-build}
 base_port=${REDLOCK_DEMO_BASE_PORT:-7001}
 
 bash scripts/setup.sh
-ninja -C "$BUILD_DIR" -j2 examples/redlock-demo
+ninja -C "$BUILD_DIR" -j2 examples/redlock-demo tools/redlock
 
 REDLOCK_MASTERS_DIR=$(mktemp -d /tmp/redlock-demo.XXXXXX)
 export REDLOCK_MASTERS_DIR
@@ -21,6 +21,7 @@ cleanup() {
 trap cleanup EXIT
 
 demo=$BUILD_DIR/examples/redlock-demo
+redlock=$BUILD_DIR/tools/redlock
 step() { printf '\n=== %s\n' "$*"; }
 
 step "Starting 5 independent masters on 127.0.0.1:$base_port-$((base_port + 4))"
@@ -30,6 +31,26 @@ masters status
 
 step "1. All 5 masters up: 3 contenders take turns (a majority is 3)"
 "$demo" contend "${uris[@]}"
+
+step "1b. The redlock command: two shell jobs on one resource take turns"
+REDLOCK_MASTERS=$(IFS=,; echo "${uris[*]}")
+export REDLOCK_MASTERS
+log=$REDLOCK_MASTERS_DIR/jobs.log
+pids=()
+for job in A B; do
+  "$redlock" run --ttl 5s demo-job -- bash -c \
+    "echo \"job $job in  (lock \${REDLOCK_VALUE:0:8}...)\" | tee -a '$log'; sleep 1; echo \"job $job out\" | tee -a '$log'" &
+  pids+=($!)
+done
+for pid in "${pids[@]}"; do wait "$pid"; done
+# Each job's "in" is followed by its own "out": the jobs never overlapped.
+order=$(awk '{print $1 $2 $3}' "$log" | paste -sd' ')
+if [[ $order != "jobAin jobAout jobBin jobBout" && $order != "jobBin jobBout jobAin jobAout" ]]; then
+  echo "the jobs overlapped:" >&2
+  cat "$log" >&2
+  exit 1
+fi
+"$redlock" status demo-job
 
 step "2. Master 2 killed (kill -9): 4 of 5 remain, still a majority"
 masters kill 2

@@ -5,6 +5,7 @@
 #include <redlock/client.hpp>
 #include <redlock/error.hpp>
 #include <redlock/export.hpp>
+#include <redlock/inspect.hpp>
 #include <redlock/lock.hpp>
 #include <redlock/options.hpp>
 #include <redlock/result.hpp>

@@ -1,0 +1,108 @@
+#pragma once
+
+#include <redlock/error.hpp>
+#include <redlock/export.hpp>
+#include <redlock/options.hpp>
+
+#include <chrono>
+#include <cstddef>
+#include <functional>
+#include <memory>
+#include <string>
+#include <system_error>
+#include <vector>
+
+struct uv_loop_s;
+typedef struct uv_loop_s uv_loop_t;  // NOLINT(modernize-use-using): matches uv.h
+
+namespace redlock {
+
+/// One resource's key on one master.
+struct KeyReport {
+  /// The value stored there; empty when the key is absent.
+  std::string value;
+  /// Its remaining time (PTTL); 0 when absent, -1 ms when it has no expiry.
+  std::chrono::milliseconds ttl{0};
+  bool present = false;
+};
+
+/// What one master said about itself, in one inspection.
+struct MasterReport {
+  /// Endpoint::to_string(): the URI without the password.
+  std::string endpoint;
+  /// Answered PING within the deadline.
+  bool reachable = false;
+  /// Why not: no answer within the deadline, the connection lost, or the
+  /// master's error reply (NOAUTH, LOADING...). Empty when reachable.
+  std::string error;
+  /// INFO's role ("master", "slave"); only a master votes.
+  std::string role;
+  /// INFO's uptime_in_seconds.
+  std::chrono::seconds uptime{0};
+  /// Options::restart_quarantine is set and the master has not been up that
+  /// long (+1 s, as INFO counts whole seconds): it does not vote yet.
+  bool quarantined = false;
+  /// Quarantined: how much longer.
+  std::chrono::milliseconds quarantine_left{0};
+  /// INFO's maxmemory_policy; anything but noeviction can evict a lock.
+  std::string maxmemory_policy;
+  /// One PING on the established connection.
+  std::chrono::microseconds round_trip{0};
+  /// One per resource asked about, in the same order.
+  std::vector<KeyReport> keys;
+};
+
+/// One resource across the masters.
+struct ResourceReport {
+  std::string resource;
+  /// The value found on the most masters; empty when no master has the key.
+  std::string value;
+  /// How many masters hold `value`.
+  std::size_t holders = 0;
+  /// holders >= N/2+1: a quorum holds it, so nobody else can take it now.
+  bool quorum = false;
+  /// The least time left on those masters (0 when none).
+  std::chrono::milliseconds ttl{0};
+};
+
+struct Inspection {
+  /// In the order of Options::masters.
+  std::vector<MasterReport> masters;
+  /// In the order asked.
+  std::vector<ResourceReport> resources;
+};
+
+/// Reads, without changing anything, what each master says about itself and
+/// about some resources' keys: for operators and the `redlock status`
+/// command, not for deciding who holds a lock (only a lock call decides).
+///
+/// Threading and callbacks as Client: one loop thread; every callback exactly
+/// once, on a later turn. It keeps its own connection to each master (opened
+/// at construction, kept across calls). Each master gets connect_timeout +
+/// command_timeout to answer one inspect(); one that does not is reported
+/// unreachable, and the callback waits for no one longer than that.
+class REDLOCK_API Inspector {
+ public:
+  using Callback = std::function<void(std::error_code, Inspection)>;
+
+  /// Throws std::invalid_argument when the options are invalid.
+  Inspector(uv_loop_t* loop, Options options);
+  ~Inspector();
+  Inspector(const Inspector&) = delete;
+  Inspector& operator=(const Inspector&) = delete;
+
+  /// Asks every master about itself and about the keys of `resources`
+  /// (Options::key_prefix + resource). Errors: errc::invalid_argument for an
+  /// empty resource, errc::closed after close().
+  void inspect(std::vector<std::string> resources, Callback cb);
+  /// Answers inspections in flight with errc::closed, closes every
+  /// connection, then calls `cb` (may be empty).
+  void close(std::function<void()> cb);
+
+  class Impl;
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace redlock

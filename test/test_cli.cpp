@@ -1,0 +1,495 @@
+// The redlock command, driven as a user would: the built binary (REDLOCK_CLI,
+// set by test/meson.build) against real redis-servers.
+
+#include <catch2/catch.hpp>
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <csignal>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "support/cluster.hpp"
+#include "support/command.hpp"
+#include "support/eventually.hpp"
+#include "support/json.hpp"
+#include "support/timeouts.hpp"
+
+using namespace std::chrono_literals;
+using redlock::test::Cluster;
+using redlock::test::Command;
+using redlock::test::eventually;
+using redlock::test::Json;
+using redlock::test::run_command;
+
+namespace {
+
+std::string cli() {
+  const char* path = std::getenv("REDLOCK_CLI");
+  if (path == nullptr) throw std::runtime_error("REDLOCK_CLI is not set (run through meson test)");
+  return path;
+}
+
+std::string uri(Cluster& masters, std::size_t i) {
+  return "redis://127.0.0.1:" + std::to_string(masters[i].port());
+}
+
+// redlock VERB -m URI... ARGS...
+std::vector<std::string> command_line(const std::string& verb, Cluster& masters,
+                                      std::vector<std::string> args) {
+  std::vector<std::string> argv = {cli(), verb};
+  for (std::size_t i = 0; i < masters.size(); ++i) {
+    argv.push_back("-m");
+    argv.push_back(uri(masters, i));
+  }
+  argv.insert(argv.end(), args.begin(), args.end());
+  return argv;
+}
+
+// A temporary directory for the files CMDs write, removed at scope exit.
+class Dir {
+ public:
+  Dir() {
+    std::string pattern = (std::filesystem::temp_directory_path() / "redlock-cli.XXXXXX").string();
+    if (::mkdtemp(pattern.data()) == nullptr) throw std::runtime_error("mkdtemp failed");
+    path_ = pattern;
+  }
+  ~Dir() {
+    std::error_code ignored;
+    std::filesystem::remove_all(path_, ignored);
+  }
+  Dir(const Dir&) = delete;
+  Dir& operator=(const Dir&) = delete;
+
+  std::string operator/(const std::string& name) const { return path_ + "/" + name; }
+
+ private:
+  std::string path_;
+};
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+bool has_line(const std::string& path) {
+  std::string text = read_file(path);
+  return !text.empty() && text.back() == '\n';
+}
+
+// Opens `fifo` for writing once a reader has it open and writes a line: lets
+// a CMD blocked in `read x < fifo` go on. False if no reader came in time.
+bool release_reader(const std::string& fifo) {
+  int fd = -1;
+  eventually([&] {
+    fd = ::open(fifo.c_str(), O_WRONLY | O_NONBLOCK | O_CLOEXEC);
+    return fd >= 0;
+  });
+  if (fd < 0) return false;
+  bool wrote = ::write(fd, "go\n", 3) == 3;
+  ::close(fd);
+  return wrote;
+}
+
+// KEY=value lines (as acquire prints them).
+std::map<std::string, std::string> assignments(const std::string& text) {
+  std::map<std::string, std::string> out;
+  std::istringstream lines(text);
+  for (std::string line; std::getline(lines, line);) {
+    auto eq = line.find('=');
+    if (eq != std::string::npos) out[line.substr(0, eq)] = line.substr(eq + 1);
+  }
+  return out;
+}
+
+bool held_nowhere(Cluster& masters, const std::string& key) {
+  return eventually([&] {
+    for (std::size_t i = 0; i < masters.size(); ++i) {
+      if (masters[i].running() && masters[i].get(key)) return false;
+    }
+    return true;
+  });
+}
+
+std::size_t holders(Cluster& masters, const std::string& key, const std::string& value) {
+  std::size_t count = 0;
+  for (std::size_t i = 0; i < masters.size(); ++i) {
+    if (masters[i].running() && masters[i].get(key) == value) ++count;
+  }
+  return count;
+}
+
+// A CMD that writes its lock value to `ready` and then blocks reading `fifo`
+// until the test lets it go; it exits 0 after that.
+std::vector<std::string> blocking_cmd(const std::string& ready, const std::string& fifo) {
+  return {"--", "/bin/sh", "-c", "echo \"$REDLOCK_VALUE\" > \"$0\"; read x < \"$1\"", ready, fifo};
+}
+
+}  // namespace
+
+TEST_CASE("redlock run gives CMD the lock, passes its exit status through and releases", "[cli]") {
+  Cluster masters(3);
+  auto done = run_command(command_line(
+      "run", masters,
+      {"--ttl", "20s", "jobs", "--", "/bin/sh", "-c",
+       "echo \"$REDLOCK_RESOURCE $REDLOCK_VALUE $REDLOCK_TTL_MS ${REDLOCK_VALIDITY_MS:-none}\"; exit 7"}));
+  CHECK(done.status == 7);
+  INFO(done.err);
+  std::istringstream words(done.out);
+  std::string resource, value, ttl, validity;
+  words >> resource >> value >> ttl >> validity;
+  CHECK(resource == "jobs");
+  CHECK(value.size() == 32);
+  CHECK(ttl == "20000");
+  REQUIRE(validity != "none");
+  CHECK(std::stol(validity) > 0);
+  CHECK(std::stol(validity) <= 20000);
+  CHECK(held_nowhere(masters, "jobs"));
+
+  SECTION("a CMD ended by a signal gives 128 + N, like a shell") {
+    auto killed = run_command(command_line("run", masters, {"jobs", "--", "/bin/sh", "-c", "kill -USR1 $$"}));
+    CHECK(killed.status == 128 + SIGUSR1);
+    CHECK(held_nowhere(masters, "jobs"));
+  }
+}
+
+TEST_CASE("two redlock run processes exclude each other", "[cli]") {
+  Cluster masters(3);
+  Dir dir;
+  REQUIRE(::mkfifo((dir / "fifo").c_str(), 0600) == 0);
+
+  Command first(command_line("run", masters, [&] {
+    std::vector<std::string> args = {"jobs"};
+    for (auto& a : blocking_cmd(dir / "first", dir / "fifo")) args.push_back(a);
+    return args;
+  }()));
+  REQUIRE(eventually([&] { return has_line(dir / "first"); }, 10s));
+  std::string first_value = read_file(dir / "first");
+  first_value.pop_back();
+  CHECK(holders(masters, "jobs", first_value) == 3);
+
+  // The second may enter only once the first CMD has written "out".
+  Command second(command_line(
+      "run", masters,
+      {"jobs", "--", "/bin/sh", "-c", "test -e \"$0\" || exit 9; echo \"$REDLOCK_VALUE\" > \"$1\"",
+       dir / "out", dir / "second"}));
+  // It waits subscribed to the release channel: once a master counts a
+  // subscriber there, it has tried and is waiting.
+  REQUIRE(eventually(
+      [&] {
+        return masters[0].command({"PUBSUB", "NUMSUB", "jobs:released"}) == "jobs:released 1";
+      },
+      10s));
+  CHECK_FALSE(second.exited());
+
+  { std::ofstream out(dir / "out"); }
+  REQUIRE(release_reader(dir / "fifo"));
+  CHECK(first.wait(10s) == 0);
+  CHECK(second.wait(10s) == 0);
+  INFO(second.err());
+  std::string second_value = read_file(dir / "second");
+  CHECK(second_value.size() == 33);
+  CHECK(second_value != first_value + "\n");
+  CHECK(held_nowhere(masters, "jobs"));
+}
+
+TEST_CASE("-n and -w give the conflict status while another holds the lock", "[cli]") {
+  Cluster masters(3);
+  Dir dir;
+  REQUIRE(::mkfifo((dir / "fifo").c_str(), 0600) == 0);
+  std::vector<std::string> hold = {"jobs"};
+  for (auto& a : blocking_cmd(dir / "ready", dir / "fifo")) hold.push_back(a);
+  Command holder(command_line("run", masters, hold));
+  REQUIRE(eventually([&] { return has_line(dir / "ready"); }, 10s));
+
+  SECTION("-n: one attempt, status 1") {
+    auto once = run_command(command_line("run", masters, {"-n", "jobs", "--", "/bin/sh", "-c", "exit 0"}));
+    CHECK(once.status == 1);
+    CHECK_THAT(once.err, Catch::Contains("held by another owner"));
+  }
+  SECTION("-E changes it") {
+    auto once =
+        run_command(command_line("run", masters, {"-n", "-E", "9", "jobs", "--", "/bin/sh", "-c", "exit 0"}));
+    CHECK(once.status == 9);
+  }
+  SECTION("-w: waits that long, then status 1") {
+    auto start = std::chrono::steady_clock::now();
+    auto waited =
+        run_command(command_line("run", masters, {"-w", "300ms", "jobs", "--", "/bin/sh", "-c", "exit 0"}));
+    CHECK(waited.status == 1);
+    CHECK(std::chrono::steady_clock::now() - start >= 300ms);
+    CHECK_THAT(waited.err, Catch::Contains("gave up after 300ms"));
+  }
+  SECTION("acquire -n too") {
+    auto once = run_command(command_line("acquire", masters, {"-n", "jobs"}));
+    CHECK(once.status == 1);
+    CHECK(once.out.empty());
+  }
+  REQUIRE(release_reader(dir / "fifo"));
+  CHECK(holder.wait(10s) == 0);
+}
+
+TEST_CASE("SIGINT, SIGTERM and SIGHUP reach CMD", "[cli]") {
+  Cluster masters(3);
+  Dir dir;
+  int signum = GENERATE(SIGINT, SIGTERM, SIGHUP);
+  INFO("signal " << signum);
+  // CMD exits 42 on the signal: a status redlock itself could not produce by dying of it.
+  Command run(command_line(
+      "run", masters,
+      {"jobs", "--", "/bin/sh", "-c",
+       "trap 'exit 42' INT TERM HUP; echo in > \"$0\"; while :; do sleep 1 & wait $!; done", dir / "ready"}));
+  REQUIRE(eventually([&] { return has_line(dir / "ready"); }, 10s));
+  run.signal(signum);
+  CHECK(run.wait(10s) == 42);
+  CHECK(held_nowhere(masters, "jobs"));
+}
+
+TEST_CASE("a signal while waiting for the lock ends the wait", "[cli]") {
+  Cluster masters(3);
+  Dir dir;
+  REQUIRE(::mkfifo((dir / "fifo").c_str(), 0600) == 0);
+  std::vector<std::string> hold = {"jobs"};
+  for (auto& a : blocking_cmd(dir / "ready", dir / "fifo")) hold.push_back(a);
+  Command holder(command_line("run", masters, hold));
+  REQUIRE(eventually([&] { return has_line(dir / "ready"); }, 10s));
+
+  Command waiter(command_line("run", masters, {"jobs", "--", "/bin/sh", "-c", "exit 0"}));
+  REQUIRE(eventually(
+      [&] {
+        return masters[0].command({"PUBSUB", "NUMSUB", "jobs:released"}) == "jobs:released 1";
+      },
+      10s));
+  waiter.signal(SIGTERM);
+  CHECK(waiter.wait(10s) == 128 + SIGTERM);
+  REQUIRE(release_reader(dir / "fifo"));
+  CHECK(holder.wait(10s) == 0);
+}
+
+TEST_CASE("a CMD that cannot run gives 127 or 126 and releases the lock", "[cli]") {
+  Cluster masters(3);
+  Dir dir;
+  SECTION("not found: 127") {
+    auto done = run_command(command_line("run", masters, {"jobs", "--", "redlock-no-such-command-here"}));
+    CHECK(done.status == 127);
+    CHECK_THAT(done.err, Catch::Contains("redlock-no-such-command-here: command not found"));
+  }
+  SECTION("not executable: 126") {
+    { std::ofstream plain(dir / "plain"); }
+    auto done = run_command(command_line("run", masters, {"jobs", "--", dir / "plain"}));
+    CHECK(done.status == 126);
+  }
+  CHECK(held_nowhere(masters, "jobs"));
+}
+
+TEST_CASE("a lock lost while CMD runs stops CMD and exits 75", "[cli]") {
+  Cluster masters(3);
+  Dir dir;
+  SECTION("CMD ends at SIGTERM") {
+    Command run(command_line("run", masters,
+                             {"--ttl", "900ms", "jobs", "--", "/bin/sh", "-c",
+                              "echo in > \"$0\"; while :; do sleep 1 & wait $!; done", dir / "ready"}));
+    REQUIRE(eventually([&] { return has_line(dir / "ready"); }, 10s));
+    for (std::size_t i = 0; i < masters.size(); ++i) masters[i].kill9();
+    CHECK(run.wait(10s) == 75);
+    CHECK_THAT(run.err(), Catch::Contains("lost the lock on 'jobs'"));
+    CHECK_THAT(run.err(), Catch::Contains("sending SIGTERM"));
+  }
+  SECTION("CMD ignores SIGTERM: SIGKILL after --kill-after") {
+    Command run(
+        command_line("run", masters,
+                     {"--ttl", "900ms", "--kill-after", "300ms", "jobs", "--", "/bin/sh", "-c",
+                      "trap '' TERM; echo in > \"$0\"; while :; do sleep 1 & wait $!; done", dir / "ready"}));
+    REQUIRE(eventually([&] { return has_line(dir / "ready"); }, 10s));
+    for (std::size_t i = 0; i < masters.size(); ++i) masters[i].kill9();
+    CHECK(run.wait(10s) == 75);
+    CHECK_THAT(run.err(), Catch::Contains("sending SIGKILL"));
+  }
+}
+
+TEST_CASE("too few masters reachable: status 69", "[cli]") {
+  Cluster masters(3);
+  masters[0].kill9();
+  masters[1].kill9();
+  auto run = run_command(command_line("run", masters, {"-n", "jobs", "--", "/bin/sh", "-c", "exit 0"}));
+  CHECK(run.status == 69);
+  CHECK_THAT(run.err, Catch::Contains("too few masters"));
+  auto acquire = run_command(command_line("acquire", masters, {"-w", "200ms", "jobs"}));
+  CHECK(acquire.status == 69);
+}
+
+TEST_CASE("while waiting on a terminal, one status line says who holds the lock", "[cli]") {
+  Cluster masters(3);
+  auto held = run_command(command_line("acquire", masters, {"--ttl", "1m", "jobs"}));
+  REQUIRE(held.status == 0);
+  const std::string value = assignments(held.out)["REDLOCK_VALUE"];
+  std::vector<std::string> waiter =
+      command_line("run", masters,
+                   {"--connect-timeout", "2s", "-w",
+                    std::to_string(redlock::test::scaled(1500ms).count()) + "ms", "jobs", "--", "/bin/true"});
+
+  SECTION("stderr a terminal (script(1) gives it one)") {
+    std::string line;
+    for (const auto& a : waiter) line += a + " ";
+    auto done = run_command({"/usr/bin/script", "-qec", line, "/dev/null"});
+    CHECK(done.status == 1);
+    CHECK_THAT(done.out, Catch::Contains("redlock: waiting "));
+    CHECK_THAT(done.out,
+               Catch::Contains("for 'jobs': held by " + value.substr(0, 8) + "... on 3 of 3 masters"));
+    CHECK_THAT(done.out, Catch::Contains("s left"));
+  }
+  SECTION("stderr a file: nothing but the outcome") {
+    auto done = run_command(waiter);
+    CHECK(done.status == 1);
+    CHECK_THAT(done.err, !Catch::Contains("waiting"));
+    CHECK(std::count(done.err.begin(), done.err.end(), '\n') == 1);
+  }
+}
+
+TEST_CASE("acquire, extend and release hold a lock across commands", "[cli]") {
+  Cluster masters(3);
+  auto acquired = run_command(command_line("acquire", masters, {"--ttl", "10s", "jobs"}));
+  REQUIRE(acquired.status == 0);
+  auto lock = assignments(acquired.out);
+  CHECK(lock["REDLOCK_RESOURCE"] == "jobs");
+  const std::string value = lock["REDLOCK_VALUE"];
+  REQUIRE(value.size() == 32);
+  CHECK(lock["REDLOCK_TTL_MS"] == "10000");
+  CHECK(std::stol(lock["REDLOCK_VALIDITY_MS"]) > 0);
+  CHECK(holders(masters, "jobs", value) == 3);
+  CHECK(masters[0].pttl("jobs") <= 10000);
+
+  // Masters from REDLOCK_MASTERS this time.
+  std::vector<std::string> env = {"REDLOCK_MASTERS=" + uri(masters, 0) + "," + uri(masters, 1) + "," +
+                                  uri(masters, 2)};
+  auto other = run_command({cli(), "acquire", "-n", "jobs"}, env);
+  CHECK(other.status == 1);
+
+  auto extended = run_command({cli(), "extend", "jobs", value, "--ttl", "1m"}, env);
+  CHECK(extended.status == 0);
+  CHECK(assignments(extended.out)["REDLOCK_VALUE"] == value);
+  CHECK(masters[0].pttl("jobs") > 10000);
+
+  auto released = run_command({cli(), "release", "jobs", value}, env);
+  CHECK(released.status == 0);
+  CHECK(held_nowhere(masters, "jobs"));
+
+  auto again = run_command({cli(), "release", "jobs", value}, env);
+  CHECK(again.status == 1);
+  CHECK_THAT(again.err, Catch::Contains("release 'jobs'"));
+  auto late = run_command({cli(), "extend", "jobs", value, "--ttl", "1m"}, env);
+  CHECK(late.status == 1);
+  CHECK(held_nowhere(masters, "jobs"));
+}
+
+TEST_CASE("status --json describes masters and resources", "[cli]") {
+  Cluster masters(3);
+  auto acquired = run_command(command_line("acquire", masters, {"--ttl", "30s", "jobs"}));
+  REQUIRE(acquired.status == 0);
+  const std::string value = assignments(acquired.out)["REDLOCK_VALUE"];
+  masters[2].kill9();
+
+  auto status =
+      run_command(command_line("status", masters, {"--connect-timeout", "2s", "--json", "jobs", "free"}));
+  CHECK(status.status == 0);  // 2 of 3 still vote
+  INFO(status.out);
+  Json report = Json::parse(status.out);
+  CHECK(report["quorum"].number == 2);
+  CHECK(report["voting"].number == 2);
+  REQUIRE(report["masters"].array.size() == 3);
+  for (std::size_t i = 0; i < 2; ++i) {
+    const Json& m = report["masters"][i];
+    CHECK(m["endpoint"].string == uri(masters, i));
+    CHECK(m["reachable"].boolean);
+    CHECK(m["role"].string == "master");
+    CHECK(m["uptime_s"].number >= 0);
+    CHECK_FALSE(m["quarantined"].boolean);
+    CHECK(m["maxmemory_policy"].string == "noeviction");
+    CHECK(m["rtt_us"].number > 0);
+  }
+  CHECK_FALSE(report["masters"][2]["reachable"].boolean);
+  CHECK_FALSE(report["masters"][2]["error"].string.empty());
+
+  REQUIRE(report["resources"].array.size() == 2);
+  const Json& jobs = report["resources"][0];
+  CHECK(jobs["resource"].string == "jobs");
+  CHECK(jobs["value"].string == value);
+  CHECK(jobs["holders"].number == 2);
+  CHECK(jobs["held"].boolean);
+  CHECK(jobs["ttl_ms"].number > 0);
+  CHECK(jobs["ttl_ms"].number <= 30000);
+  CHECK(jobs["masters"][0]["value"].string == value);
+  CHECK(jobs["masters"][2]["value"].is_null());
+  const Json& free = report["resources"][1];
+  CHECK(free["value"].is_null());
+  CHECK(free["holders"].number == 0);
+  CHECK_FALSE(free["held"].boolean);
+
+  SECTION("the text form says the same") {
+    auto text = run_command(command_line("status", masters, {"--connect-timeout", "2s", "jobs"}));
+    CHECK(text.status == 0);
+    CHECK_THAT(text.out, Catch::Contains("masters: 2 of 3 voting, a quorum is 2"));
+    CHECK_THAT(text.out, Catch::Contains("resource jobs: held by " + value + " on 2 of 3 masters"));
+    CHECK_THAT(text.out, Catch::Contains(uri(masters, 2) + "  unreachable"));
+  }
+  SECTION("without a quorum of masters: status 69") {
+    masters[1].kill9();
+    auto down = run_command(command_line("status", masters, {"--connect-timeout", "2s", "--json"}));
+    CHECK(down.status == 69);
+    CHECK(Json::parse(down.out)["voting"].number == 1);
+  }
+}
+
+TEST_CASE("bad input: one line saying what is wrong, the usage line, status 64", "[cli]") {
+  struct Case {
+    std::vector<std::string> args;
+    std::string message;
+  };
+  const std::vector<Case> cases = {
+      {{"run", "-m", "redis://127.0.0.1:1", "--bogus", "jobs", "--", "true"}, "unknown option '--bogus'"},
+      {{"run", "-m", "http://127.0.0.1", "jobs", "--", "true"}, "invalid redis URI 'http://127.0.0.1'"},
+      {{"run", "-m", "redis://127.0.0.1:1", "--ttl", "30", "jobs", "--", "true"}, "'30' has no unit"},
+      {{"run", "-m", "redis://127.0.0.1:1", "-w", "5", "jobs", "--", "true"}, "'5' has no unit"},
+      {{"run", "-m", "redis://127.0.0.1:1", "jobs", "true"}, "missing '--' before the command"},
+      {{"acquire", "jobs"}, "no masters"},
+      {{"frobnicate"}, "unknown command 'frobnicate'"},
+      {{}, "no command given"},
+  };
+  for (const Case& c : cases) {
+    std::vector<std::string> argv = {cli()};
+    argv.insert(argv.end(), c.args.begin(), c.args.end());
+    INFO(c.message);
+    auto done = run_command(argv, {"REDLOCK_MASTERS="});
+    CHECK(done.status == 64);
+    CHECK(done.out.empty());
+    CHECK_THAT(done.err, Catch::StartsWith("redlock: ") && Catch::Contains(c.message));
+    std::string second_line = done.err.substr(done.err.find('\n') + 1);
+    CHECK_THAT(second_line, Catch::StartsWith("usage: redlock"));
+    CHECK(std::count(done.err.begin(), done.err.end(), '\n') == 2);
+  }
+}
+
+TEST_CASE("--help for each subcommand and --version", "[cli]") {
+  for (std::string verb : {"run", "acquire", "extend", "release", "status"}) {
+    INFO(verb);
+    auto help = run_command({cli(), verb, "--help"});
+    CHECK(help.status == 0);
+    CHECK_THAT(help.out, Catch::StartsWith("usage: redlock " + verb));
+    CHECK_THAT(help.out, Catch::Contains("Exit status:"));
+  }
+  auto overview = run_command({cli(), "--help"});
+  CHECK(overview.status == 0);
+  CHECK_THAT(overview.out, Catch::Contains("run RESOURCE -- CMD"));
+  auto version = run_command({cli(), "--version"});
+  CHECK(version.status == 0);
+  CHECK_THAT(version.out, Catch::StartsWith("redlock "));
+}

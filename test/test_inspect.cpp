@@ -1,0 +1,125 @@
+#include <catch2/catch.hpp>
+
+#include <redlock/redlock.hpp>
+
+#include <chrono>
+#include <string>
+#include <vector>
+
+#include "support/cluster.hpp"
+#include "support/loop.hpp"
+
+using namespace redlock;
+using namespace redlock::test;
+using namespace std::chrono_literals;
+
+namespace {
+
+// Every answer an inspect() call got (there must be exactly one).
+struct Answers {
+  std::vector<std::error_code> errors;
+  Inspection last;
+  Inspector::Callback callback() {
+    return [this](std::error_code ec, Inspection i) {
+      errors.push_back(ec);
+      last = std::move(i);
+    };
+  }
+};
+
+}  // namespace
+
+TEST_CASE("inspect reports each master and who holds each resource", "[inspect]") {
+  Cluster masters(3);
+  masters[0].set("held", "ours", 30s);
+  masters[1].set("held", "ours", 20s);
+  masters[2].set("held", "theirs", 10s);
+  masters[2].set("minority", "alone", 10s);
+  LoopFixture loop;
+  {
+    Inspector inspector(loop.get(), masters.options());
+    Answers answers;
+    inspector.inspect({"held", "minority", "free"}, answers.callback());
+    CHECK(answers.errors.empty());  // never inside the call
+    REQUIRE(loop.run_until([&] { return !answers.errors.empty(); }, 5s));
+    REQUIRE(answers.errors.size() == 1);
+    CHECK_FALSE(answers.errors[0]);
+    const Inspection& i = answers.last;
+    REQUIRE(i.masters.size() == 3);
+    for (std::size_t m = 0; m < 3; ++m) {
+      const MasterReport& r = i.masters[m];
+      CHECK(r.endpoint == masters.options().masters[m].to_string());
+      CHECK(r.reachable);
+      CHECK(r.error.empty());
+      CHECK(r.role == "master");
+      CHECK_FALSE(r.quarantined);
+      CHECK(r.maxmemory_policy == "noeviction");
+      CHECK(r.round_trip.count() > 0);
+      REQUIRE(r.keys.size() == 3);
+      CHECK_FALSE(r.keys[2].present);
+    }
+    CHECK(i.masters[1].keys[0].value == "ours");
+    CHECK(i.masters[1].keys[0].ttl <= 20s);
+    CHECK(i.masters[1].keys[0].ttl > 10s);
+    REQUIRE(i.resources.size() == 3);
+    CHECK(i.resources[0].value == "ours");
+    CHECK(i.resources[0].holders == 2);
+    CHECK(i.resources[0].quorum);
+    CHECK(i.resources[0].ttl <= 20s);  // the least time left among the holders
+    CHECK(i.resources[0].ttl > 10s);
+    CHECK(i.resources[1].holders == 1);
+    CHECK_FALSE(i.resources[1].quorum);
+    CHECK(i.resources[2].holders == 0);
+    CHECK(i.resources[2].value.empty());
+    inspector.close(nullptr);
+  }
+  REQUIRE(loop.close());
+}
+
+TEST_CASE("inspect says why a master did not answer and how long quarantine lasts", "[inspect]") {
+  Cluster masters(3);
+  masters[1].kill9();
+  Options options = masters.options();
+  options.restart_quarantine = 60s;
+  LoopFixture loop;
+  {
+    Inspector inspector(loop.get(), options);
+    Answers answers;
+    inspector.inspect({}, answers.callback());
+    REQUIRE(loop.run_until([&] { return !answers.errors.empty(); }, 5s));
+    const Inspection& i = answers.last;
+    CHECK_FALSE(i.masters[1].reachable);
+    auto deadline = options.connect_timeout + options.command_timeout;
+    CHECK(i.masters[1].error == "no answer within " + std::to_string(deadline.count()) + " ms");
+    CHECK(i.masters[0].reachable);
+    CHECK(i.masters[0].quarantined);
+    CHECK(i.masters[0].quarantine_left <= 61s);
+    CHECK(i.masters[0].quarantine_left > 50s);
+    CHECK(i.resources.empty());
+  }
+  REQUIRE(loop.close());
+}
+
+TEST_CASE("inspect answers a bad resource and a closed inspector, once each", "[inspect]") {
+  Cluster masters(1);
+  LoopFixture loop;
+  {
+    Inspector inspector(loop.get(), masters.options());
+    Answers bad;
+    inspector.inspect({"ok", ""}, bad.callback());
+    Answers pending;
+    inspector.inspect({"ok"}, pending.callback());
+    bool closed = false;
+    inspector.close([&] { closed = true; });
+    Answers late;
+    inspector.inspect({"ok"}, late.callback());
+    REQUIRE(loop.run_until([&] { return closed && late.errors.size() == 1; }, 5s));
+    REQUIRE(bad.errors.size() == 1);
+    CHECK(bad.errors[0] == errc::invalid_argument);
+    REQUIRE(pending.errors.size() == 1);
+    CHECK(pending.errors[0] == errc::closed);
+    CHECK(late.errors[0] == errc::closed);
+  }
+  REQUIRE(loop.close());
+  CHECK_THROWS_AS(Inspector(nullptr, Options{}), std::invalid_argument);
+}

@@ -1,0 +1,61 @@
+// redlock: a distributed flock(1). See `redlock --help` and README.md.
+
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <exception>
+#include <string>
+#include <vector>
+
+#include "args.hpp"
+#include "lock_commands.hpp"
+#include "run_command.hpp"
+#include "status_command.hpp"
+
+namespace cli = redlock::cli;
+
+namespace {
+
+int dispatch(const cli::Invocation& inv) {
+  switch (inv.verb) {
+    case cli::Verb::help:
+      std::fputs(cli::help_text(inv.help_for).c_str(), stdout);
+      return 0;
+    case cli::Verb::version:
+      std::puts("redlock " REDLOCK_VERSION);
+      return 0;
+    case cli::Verb::run:
+      return cli::run_command(inv);
+    case cli::Verb::acquire:
+      return cli::acquire_command(inv);
+    case cli::Verb::extend:
+      return cli::extend_command(inv);
+    case cli::Verb::release:
+      return cli::release_command(inv);
+    case cli::Verb::status:
+      return cli::status_command(inv);
+  }
+  return cli::exit_status::software;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  // A master dying mid-write must cost a vote, not this process. CMD does
+  // not inherit this: libuv resets every signal's disposition in the child.
+  std::signal(SIGPIPE, SIG_IGN);
+  std::vector<std::string> args(argv + 1, argv + argc);
+  cli::Invocation inv;
+  try {
+    inv = cli::parse(args, std::getenv("REDLOCK_MASTERS"));
+  } catch (const cli::UsageError& e) {
+    std::fprintf(stderr, "redlock: %s\n%s\n", e.what(), cli::usage_line(e.verb).c_str());
+    return cli::exit_status::usage;
+  }
+  try {
+    return dispatch(inv);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "redlock: %s\n", e.what());
+    return cli::exit_status::software;
+  }
+}

@@ -1,0 +1,158 @@
+#include "status_command.hpp"
+
+#include <cstdio>
+#include <string>
+
+#include "session.hpp"
+
+namespace redlock::cli {
+namespace {
+
+using std::chrono::milliseconds;
+
+std::size_t majority(std::size_t n) {
+  return n / 2 + 1;
+}
+
+std::size_t voting(const Inspection& inspection) {
+  std::size_t count = 0;
+  for (const MasterReport& m : inspection.masters) {
+    if (m.reachable && m.role == "master" && !m.quarantined) ++count;
+  }
+  return count;
+}
+
+std::string json_string(const std::string& text) {
+  std::string out = "\"";
+  for (char c : text) {
+    auto u = static_cast<unsigned char>(c);
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += c;
+    } else if (u < 0x20) {
+      char escaped[8];
+      std::snprintf(escaped, sizeof escaped, "\\u%04x", u);
+      out += escaped;
+    } else {
+      out += c;
+    }
+  }
+  return out + "\"";
+}
+
+std::string seconds_text(milliseconds d) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.1fs", static_cast<double>(d.count()) / 1000.0);
+  return text;
+}
+
+std::string uptime_text(std::chrono::seconds s) {
+  long long t = s.count();
+  if (t < 120) return std::to_string(t) + "s";
+  if (t < 2LL * 3600) return std::to_string(t / 60) + "m";
+  if (t < 2LL * 86400) return std::to_string(t / 3600) + "h";
+  return std::to_string(t / 86400) + "d";
+}
+
+std::string ttl_text(milliseconds ttl) {
+  return ttl.count() < 0 ? "no expiry" : seconds_text(ttl) + " left";
+}
+
+}  // namespace
+
+std::string status_text(const Inspection& inspection) {
+  std::size_t n = inspection.masters.size();
+  std::string out = "masters: " + std::to_string(voting(inspection)) + " of " + std::to_string(n) +
+                    " voting, a quorum is " + std::to_string(majority(n)) + "\n";
+  for (const MasterReport& m : inspection.masters) {
+    out += "  " + m.endpoint + "  ";
+    if (!m.reachable) {
+      out += "unreachable: " + m.error + "\n";
+      continue;
+    }
+    char rtt[32];
+    std::snprintf(rtt, sizeof rtt, "%.2fms", static_cast<double>(m.round_trip.count()) / 1000.0);
+    out += m.role + ", up " + uptime_text(m.uptime) + ", rtt " + rtt + ", maxmemory-policy " +
+           m.maxmemory_policy;
+    if (m.maxmemory_policy != "noeviction") out += " (may evict locks)";
+    if (m.quarantined) out += ", in restart quarantine for " + seconds_text(m.quarantine_left);
+    if (m.role != "master") out += " (does not vote)";
+    out += "\n";
+  }
+  for (std::size_t k = 0; k < inspection.resources.size(); ++k) {
+    const ResourceReport& r = inspection.resources[k];
+    out += "resource " + r.resource + ": ";
+    if (r.holders == 0) {
+      out += "free\n";
+      continue;
+    }
+    out += (r.quorum ? "held by " : "no quorum; most masters have ") + r.value + " on " +
+           std::to_string(r.holders) + " of " + std::to_string(n) + " masters, " + ttl_text(r.ttl) + "\n";
+    for (const MasterReport& m : inspection.masters) {
+      if (k >= m.keys.size()) continue;
+      const KeyReport& key = m.keys[k];
+      out += "  " + m.endpoint + "  " + (key.present ? key.value + ", " + ttl_text(key.ttl) : "-") + "\n";
+    }
+  }
+  return out;
+}
+
+std::string status_json(const Inspection& inspection) {
+  std::size_t n = inspection.masters.size();
+  std::string out = "{\"quorum\":" + std::to_string(majority(n)) +
+                    ",\"voting\":" + std::to_string(voting(inspection)) + ",\"masters\":[";
+  for (std::size_t i = 0; i < n; ++i) {
+    const MasterReport& m = inspection.masters[i];
+    if (i > 0) out += ",";
+    out += "{\"endpoint\":" + json_string(m.endpoint) + ",\"reachable\":" + (m.reachable ? "true" : "false");
+    if (!m.reachable) {
+      out += ",\"error\":" + json_string(m.error) + "}";
+      continue;
+    }
+    out += ",\"role\":" + json_string(m.role) + ",\"uptime_s\":" + std::to_string(m.uptime.count()) +
+           ",\"quarantined\":" + (m.quarantined ? "true" : "false") +
+           ",\"quarantine_left_ms\":" + std::to_string(m.quarantine_left.count()) +
+           ",\"maxmemory_policy\":" + json_string(m.maxmemory_policy) +
+           ",\"rtt_us\":" + std::to_string(m.round_trip.count()) + "}";
+  }
+  out += "],\"resources\":[";
+  for (std::size_t k = 0; k < inspection.resources.size(); ++k) {
+    const ResourceReport& r = inspection.resources[k];
+    if (k > 0) out += ",";
+    out += "{\"resource\":" + json_string(r.resource) +
+           ",\"value\":" + (r.holders > 0 ? json_string(r.value) : "null") +
+           ",\"holders\":" + std::to_string(r.holders) + ",\"held\":" + (r.quorum ? "true" : "false") +
+           ",\"ttl_ms\":" + std::to_string(r.ttl.count()) + ",\"masters\":[";
+    for (std::size_t i = 0; i < n; ++i) {
+      const MasterReport& m = inspection.masters[i];
+      if (i > 0) out += ",";
+      bool present = k < m.keys.size() && m.keys[k].present;
+      out += "{\"endpoint\":" + json_string(m.endpoint) +
+             ",\"value\":" + (present ? json_string(m.keys[k].value) : "null") +
+             ",\"ttl_ms\":" + (present ? std::to_string(m.keys[k].ttl.count()) : "null") + "}";
+    }
+    out += "]}";
+  }
+  return out + "]}\n";
+}
+
+int status_command(const Invocation& inv) {
+  Loop loop;
+  Inspector inspector(loop.get(), with_diagnostics(inv.options));
+  std::error_code error = make_error_code(errc::closed);
+  Inspection result;
+  inspector.inspect(inv.resources, [&](std::error_code ec, Inspection inspection) {
+    error = ec;
+    result = std::move(inspection);
+    inspector.close(nullptr);
+  });
+  loop.run();
+  if (error) {
+    complain("status: " + error.message());
+    return status_for(error, exit_status::conflict);
+  }
+  std::fputs((inv.json ? status_json(result) : status_text(result)).c_str(), stdout);
+  return voting(result) >= majority(result.masters.size()) ? 0 : exit_status::unavailable;
+}
+
+}  // namespace redlock::cli
