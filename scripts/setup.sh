@@ -7,8 +7,10 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 BUILD_DIR=${BUILD_DIR:-build}
 
-# cmake: the CMake consumer check (scripts/consumers.sh); doxygen: the API reference (scripts/docs.sh).
-packages=(g++ meson ninja-build pkg-config libhiredis-dev libuv1-dev catch2 redis-server redis-tools cmake doxygen)
+# cmake: the CMake consumer check (scripts/consumers.sh); doxygen: the API reference (scripts/docs.sh);
+# docker.io and docker-compose: the compose run (scripts/compose.sh).
+packages=(g++ meson ninja-build pkg-config libhiredis-dev libuv1-dev catch2 redis-server redis-tools cmake doxygen
+  docker.io docker-compose)
 
 missing=()
 for package in "${packages[@]}"; do
