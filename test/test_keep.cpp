@@ -8,6 +8,7 @@
 
 #include <chrono>
 #include <csignal>
+#include <memory>
 #include <random>
 #include <string>
 #include <thread>
@@ -308,28 +309,39 @@ TEST_CASE("renewal racing unlock, 10^4 times: no key left behind, no on_lost aft
   Cluster masters(3);
   LoopFixture loop;
   {
-    Client client(loop.get(), masters.options());
+    // A loaded machine must not turn a late reply into a lost vote: the race
+    // is between renewal and unlock, not with the command timeout.
+    Options options = masters.options();
+    options.command_timeout = 1000ms;
+    Client client(loop.get(), options);
     constexpr int rounds = 10000;
     std::mt19937 rng(13);
-    int lost = 0;
+    int lost_before_unlock = 0;  // a renewal refused before unlock: allowed, counted
+    int lost_after_unlock = 0;   // never
+    int unlock_errors = 0;
     int done = 0;
     auto started = steady::now();
     for (int i = 0; i < rounds && steady::now() - started < scaled(120s); ++i) {
       std::string resource = "race:" + std::to_string(i % 100);
-      Answer a = lock(loop, client, resource, 50ms);  // retries: the first may come before the connections
+      Answer a = lock(loop, client, resource, 200ms);  // retries: the first may come before the connections
       REQUIRE_FALSE(a.error);
+      auto unlocked = std::make_shared<bool>(false);
       // Renewing every millisecond: a renewal is in flight, about to be
       // written or just answered when unlock comes.
-      client.keep(a.lock, {1ms, 0ms}, [&](std::error_code) { ++lost; });
+      client.keep(a.lock, {1ms, 0ms},
+                  [&, unlocked](std::error_code) { ++(*unlocked ? lost_after_unlock : lost_before_unlock); });
       for (int turns = std::uniform_int_distribution<int>(0, 6)(rng); turns > 0; --turns) {
         uv_run(loop.get(), UV_RUN_NOWAIT);
       }
-      REQUIRE_FALSE(unlock(loop, client, a.lock));
+      *unlocked = true;
+      if (unlock(loop, client, a.lock)) ++unlock_errors;
       ++done;
     }
     CHECK(done == rounds);
     loop.run_until([] { return false; }, 100ms);  // anything still posted runs
-    CHECK(lost == 0);
+    CHECK(lost_after_unlock == 0);
+    CHECK(lost_before_unlock <= rounds / 100);
+    CHECK(unlock_errors <= lost_before_unlock);  // only a lock already lost can fail to unlock
     for (std::size_t m = 0; m < masters.size(); ++m) {
       CHECK(eventually([&] { return masters[m].command({"DBSIZE"}) == "0"; }));
     }
