@@ -64,12 +64,12 @@ TEST_CASE("a kept lock outlives its ttl until unlock, and on_lost never runs", "
     Lost lost;
     client.keep(a.lock, {}, lost.callback());
     loop.run_until([] { return false; }, 1000ms);  // more than three ttls
-    CHECK(lost.calls.empty());
+    CHECK(lost.calls == std::vector<std::error_code>{});
     CHECK(holders(masters, "kept", a.lock.value) == 3);
     CHECK_FALSE(unlock(loop, client, a.lock));
     CHECK(held_nowhere(masters, "kept"));
     loop.run_until([] { return false; }, 300ms);  // renewals would be due
-    CHECK(lost.calls.empty());
+    CHECK(lost.calls == std::vector<std::error_code>{});
     CHECK(held_nowhere(masters, "kept"));
   }
   REQUIRE(loop.close());
@@ -231,10 +231,14 @@ TEST_CASE("renewals keep a 300 ms lock held for seconds while contenders get not
   Cluster masters(3);
   LoopFixture loop;
   {
-    Client holder(loop.get(), masters.options());
+    // Only the renewals may keep it: a busy machine (sanitizers) must not
+    // turn a slow reply into a lost vote.
+    Options options = masters.options();
+    options.command_timeout = scaled(500ms);
+    Client holder(loop.get(), options);
     Client contender(loop.get(), masters.options());
     auto started = steady::now();
-    Answer a = try_lock(loop, holder, "long", 300ms);
+    Answer a = lock(loop, holder, "long", 300ms);
     REQUIRE_FALSE(a.error);
     Lost lost;
     holder.keep(a.lock, {}, lost.callback());
@@ -249,7 +253,7 @@ TEST_CASE("renewals keep a 300 ms lock held for seconds while contenders get not
     }
     CHECK(attempts > 20);
     CHECK(refused == attempts);
-    CHECK(lost.calls.empty());
+    CHECK(lost.calls == std::vector<std::error_code>{});
     CHECK(holders(masters, "long", a.lock.value) == 3);
     CHECK_FALSE(unlock(loop, holder, a.lock));
     CHECK(held_nowhere(masters, "long"));
@@ -262,8 +266,10 @@ TEST_CASE("renewals go on with a minority of masters killed", "[keep]") {
   Cluster masters(3);
   LoopFixture loop;
   {
-    Client client(loop.get(), masters.options());
-    Answer a = try_lock(loop, client, "minority", 300ms);
+    Options options = masters.options();
+    options.command_timeout = scaled(500ms);
+    Client client(loop.get(), options);
+    Answer a = lock(loop, client, "minority", 300ms);
     REQUIRE_FALSE(a.error);
     Lost lost;
     int renewed = 0;
@@ -272,7 +278,7 @@ TEST_CASE("renewals go on with a minority of masters killed", "[keep]") {
     int before = renewed;
     loop.run_until([] { return false; }, 1500ms);  // five ttls
     CHECK(renewed - before >= 5);
-    CHECK(lost.calls.empty());
+    CHECK(lost.calls == std::vector<std::error_code>{});
     CHECK(masters[0].get("minority") == a.lock.value);
     CHECK(masters[1].get("minority") == a.lock.value);
     CHECK_FALSE(unlock(loop, client, a.lock));
@@ -364,9 +370,11 @@ char event_byte(std::error_code e) {
   uv_loop_t loop;
   uv_loop_init(&loop);
   {
-    Client client(&loop, options);
+    Options patient = options;
+    patient.command_timeout = scaled(500ms);  // only the pause may end the hold
+    Client client(&loop, patient);
     bool ended = false;
-    client.try_lock(resource, 300ms, [&](std::error_code e, Lock l) {
+    client.lock(resource, 300ms, [&](std::error_code e, Lock l) {  // retries: the connections may be slow
       if (e) {
         ended = true;
         (void)!write(out, "L", 1);
