@@ -2,7 +2,6 @@
 
 #include <fcntl.h>
 #include <signal.h>
-#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -15,6 +14,7 @@
 #include <stdexcept>
 #include <thread>
 
+#include "spawn.hpp"
 #include "timeouts.hpp"
 
 extern char** environ;  // NOLINT(readability-redundant-declaration)
@@ -55,30 +55,12 @@ Command::Command(std::vector<std::string> argv, std::vector<std::string> env) : 
   const int err = ::open((dir_ + "/err").c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
   const int null_in = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
   if (out < 0 || err < 0 || null_in < 0) throw std::runtime_error("Command: cannot open its files");
-  const pid_t parent = ::getpid();
-  const pid_t child = ::fork();
-  if (child == 0) {
-    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-    if (::getppid() != parent) ::_exit(127);
-    ::setpgid(0, 0);
-    sigset_t none;
-    sigemptyset(&none);
-    ::sigprocmask(SIG_SETMASK, &none, nullptr);
-    ::signal(SIGPIPE, SIG_DFL);
-    ::dup2(null_in, STDIN_FILENO);
-    ::dup2(out, STDOUT_FILENO);
-    ::dup2(err, STDERR_FILENO);
-    ::close_range(3, ~0U, 0);
-    ::execve(c_args[0], c_args.data(), c_env.data());
-    ::_exit(127);
-  }
+  const pid_t child = spawn_child(c_args.data(), c_env.data(), {null_in, out, err}, true);
   const int fork_errno = errno;
   ::close(out);
   ::close(err);
   ::close(null_in);
   if (child < 0) throw std::runtime_error("fork: " + std::string(std::strerror(fork_errno)));
-  // Also from here, so the group exists before anyone signals it.
-  ::setpgid(child, child);
   pid_ = child;
 }
 

@@ -6,7 +6,6 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <signal.h>
-#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <sys/wait.h>
@@ -23,6 +22,8 @@
 #include <stdexcept>
 #include <thread>
 #include <utility>
+
+#include "spawn.hpp"
 
 #ifndef REDLOCK_TEST_REDIS_SERVER
 #define REDLOCK_TEST_REDIS_SERVER "redis-server"
@@ -306,23 +307,7 @@ void RedisServer::spawn() {
     ::close(out);
     throw std::runtime_error(errno_message("open /dev/null"));
   }
-  const pid_t parent = ::getpid();
-  const pid_t child = ::fork();
-  if (child == 0) {
-    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-    if (::getppid() != parent) ::_exit(127);
-    sigset_t none;
-    sigemptyset(&none);
-    ::sigprocmask(SIG_SETMASK, &none, nullptr);
-    ::signal(SIGPIPE, SIG_DFL);
-    ::dup2(null_in, STDIN_FILENO);
-    ::dup2(out, STDOUT_FILENO);
-    ::dup2(out, STDERR_FILENO);
-    // Do not hand the server our sockets (hiredis and test sockets lack CLOEXEC).
-    ::close_range(3, ~0U, 0);
-    ::execv(c_args[0], c_args.data());
-    ::_exit(127);
-  }
+  const pid_t child = spawn_child(c_args.data(), environ, {null_in, out, out}, false);
   const int fork_errno = errno;
   ::close(out);
   ::close(null_in);

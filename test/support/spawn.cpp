@@ -1,0 +1,33 @@
+#include "spawn.hpp"
+
+#include <signal.h>
+#include <sys/prctl.h>
+#include <unistd.h>
+
+namespace redlock::test {
+
+pid_t spawn_child(char* const* argv, char* const* envp, ChildStdio stdio, bool own_group) {
+  const pid_t parent = ::getpid();
+  const pid_t child = ::fork();
+  if (child == 0) {
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (::getppid() != parent) ::_exit(127);  // the parent died before prctl
+    if (own_group) ::setpgid(0, 0);
+    sigset_t none;
+    sigemptyset(&none);
+    ::sigprocmask(SIG_SETMASK, &none, nullptr);
+    ::signal(SIGPIPE, SIG_DFL);
+    ::dup2(stdio.in, STDIN_FILENO);
+    ::dup2(stdio.out, STDOUT_FILENO);
+    ::dup2(stdio.err, STDERR_FILENO);
+    ::close_range(3, ~0U, 0);
+    ::execve(argv[0], argv, envp);
+    ::_exit(127);
+  }
+  if (child < 0) return -1;
+  // Also from here, so the group exists before anyone signals it.
+  if (own_group) ::setpgid(child, child);
+  return child;
+}
+
+}  // namespace redlock::test
