@@ -87,6 +87,8 @@ class Operation final : public Waiters::Waiter {
   std::shared_ptr<const Command> make_command() const;
   void attempt();
   void on_decided(const Outcome& outcome);
+  void fence(long long counter, TimePoint valid_until);
+  void on_fenced(const Outcome& outcome, TimePoint valid_until);
   bool waits() const { return kind_ == Kind::acquire && deadline_ != 0; }
   void try_now();
   void attempt_failed(errc error, const Outcome* outcome);
@@ -106,6 +108,8 @@ class Operation final : public Waiters::Waiter {
   int attempts_left_;
   Callback cb_;
   std::string key_;
+  std::string counter_key_;  // fencing: the resource's counter; empty without fencing
+  std::uint64_t token_ = 0;  // fencing: the token the second round writes
   std::shared_ptr<const Command> command_;
   std::shared_ptr<Round> round_;
   Timer retry_timer_;
