@@ -7,7 +7,8 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 BUILD_DIR=${BUILD_DIR:-build}
 
-packages=(g++ meson ninja-build pkg-config libhiredis-dev libuv1-dev catch2 redis-server redis-tools)
+# spin: the fencing-token model check (scripts/model-check.sh).
+packages=(g++ meson ninja-build pkg-config libhiredis-dev libuv1-dev catch2 redis-server redis-tools spin)
 
 missing=()
 for package in "${packages[@]}"; do
