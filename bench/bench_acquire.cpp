@@ -6,6 +6,7 @@
 //   bench_acquire --ports 7001,7002    use running masters (N = their count)
 //   bench_acquire --smoke              a few hundred iterations, for CI
 //   bench_acquire --cycles K           only K async try_lock+unlock cycles at N = 5 (for callgrind)
+//   bench_acquire --fencing            only async try_lock with and without Options::fencing
 
 #include <hiredis/hiredis.h>
 #include <sched.h>
@@ -63,6 +64,7 @@ struct Settings {
   std::vector<int> ports;  // external masters
   int cycles = 0;          // callgrind mode
   bool smoke = false;
+  bool fencing_only = false;  // --fencing
 };
 
 std::vector<int> parse_ints(const std::string& list) {
@@ -92,6 +94,8 @@ Settings parse(int argc, char** argv) {
       s.repeat = std::stoi(value());
     } else if (arg == "--cycles") {
       s.cycles = std::stoi(value());
+    } else if (arg == "--fencing") {
+      s.fencing_only = true;
     } else if (arg == "--smoke") {
       s.smoke = true;
       s.ns = {1, 3};
@@ -561,6 +565,21 @@ int run(const Settings& s) {
   }
 
   Report report(placement);
+  if (s.fencing_only) {
+    // The second round's cost: the same workload with and without it, alternating.
+    for (int rep = 1; rep <= s.repeat; ++rep) {
+      for (int n : s.ns) {
+        auto o = masters.options(n);
+        auto fenced = o;
+        fenced.fencing = true;
+        report.latency("try_lock", "redlock-async", n, rep, async_latency(o, s.warmup, s.iterations, false));
+        report.latency("try_lock", "redlock-async-fencing", n, rep,
+                       async_latency(fenced, s.warmup, s.iterations, false));
+      }
+    }
+    report.summary();
+    return 0;
+  }
   for (int rep = 1; rep <= s.repeat; ++rep) {
     for (int n : s.ns) {
       auto o = masters.options(n);

@@ -38,15 +38,16 @@ void Master::SocketCloser::operator()(Socket* s) const noexcept {
 namespace {
 
 template <class Args>
-Encoded encode(std::string_view verb, std::string_view script, const Args& argv) {
+Encoded encode(std::string_view verb, const Script* script, const Args& argv) {
   constexpr std::size_t max_args = 16;  // lock commands use at most 9
+  constexpr std::array<std::string_view, 3> numkeys{"0", "1", "2"};
   if (argv.size() + 3 > max_args) throw std::length_error("redlock: too many command arguments");
   std::array<std::string_view, max_args> all;
   std::size_t n = 0;
-  if (!verb.empty()) {
+  if (script) {
     all[n++] = verb;
-    all[n++] = script;
-    all[n++] = "1";
+    all[n++] = script->sha1;
+    all[n++] = numkeys.at(static_cast<std::size_t>(script->keys));
   }
   for (std::string_view a : argv) all[n++] = a;
   return encode_command(all.data(), n);
@@ -58,10 +59,10 @@ template <class Args>
 std::shared_ptr<const Command> Command::make(const Script* script, const Args& argv) {
   auto c = std::make_shared<Command>();
   if (script) {
-    c->encoded_ = encode("EVALSHA", script->sha1, argv);
+    c->encoded_ = encode("EVALSHA", script, argv);
     c->expect_ = Expect::script;
   } else {
-    c->encoded_ = encode({}, {}, argv);
+    c->encoded_ = encode({}, nullptr, argv);
   }
   c->script_ = script;
   return c;
@@ -79,9 +80,19 @@ bool Command::expects(const Reply& reply) const {
       return true;
     case Expect::set_nx:
       return reply.is_status("OK") || reply.type == Reply::Type::nil;
-    case Expect::script:
-      return reply.type == Reply::Type::integer && reply.integer >= script_->min_result &&
-             reply.integer <= script_->max_result;
+    case Expect::script: {
+      const Reply* result = &reply;
+      if (script_->with_counter) {
+        // {result, counter}; a counter stays below 2^53 (Lua's exact integers).
+        if (reply.type != Reply::Type::array || reply.elements.size() != 2) return false;
+        const Reply& counter = reply.elements[1];
+        if (counter.type != Reply::Type::integer || counter.integer < 0 || counter.integer >= (1LL << 53))
+          return false;
+        result = &reply.elements[0];
+      }
+      return result->type == Reply::Type::integer && result->integer >= script_->min_result &&
+             result->integer <= script_->max_result;
+    }
     case Expect::flags:
       return reply.type == Reply::Type::string && reply.str.size() == keys_ &&
              reply.str.find_first_not_of("01") == std::string::npos;

@@ -44,18 +44,24 @@ Operation::Operation(Context& context, Kind kind, Lock lock, milliseconds ttl, i
       attempts_left_(attempts),
       cb_(std::move(cb)),
       key_(context.options.key_prefix + lock_.resource) {
+  if (context.options.fencing && (kind == Kind::acquire || kind == Kind::continue_lock))
+    counter_key_ = key_ + ":fencing";
 }
 
 std::shared_ptr<const Command> Operation::make_command() const {
   std::string ttl = std::to_string(ttl_.count());
   switch (kind_) {
     case Kind::acquire:
+      if (!counter_key_.empty())
+        return Command::script(scripts::acquire_fenced, {key_, counter_key_, lock_.value, ttl});
       // A waiter learns from a failed attempt when the holder's keys expire.
       if (waiting_) return Command::script(scripts::acquire, {key_, lock_.value, ttl});
       return Command::set_nx({"SET", key_, lock_.value, "NX", "PX", ttl});
     case Kind::extend:
       return Command::script(scripts::extend, {key_, lock_.value, ttl});
     case Kind::continue_lock:
+      if (!counter_key_.empty())
+        return Command::script(scripts::continue_fenced, {key_, counter_key_, lock_.value, ttl});
       return Command::script(scripts::continue_lock, {key_, lock_.value, ttl});
     case Kind::unlock:
       return Command::script(scripts::unlock, {key_, lock_.value, Waiters::channel(key_), lock_.value});
@@ -247,6 +253,10 @@ void Operation::on_decided(const Outcome& outcome) {
         attempt_failed(outcome.reached ? errc::unavailable : outcome.error, &outcome);
         return;
       }
+      if (!counter_key_.empty()) {
+        fence(outcome.tally.counter, valid_until);
+        return;
+      }
       break;
     case Kind::extend:
     case Kind::continue_lock: {
@@ -261,6 +271,12 @@ void Operation::on_decided(const Outcome& outcome) {
       int majority = quorum::majority(static_cast<int>(context_.masters.size()));
       lock_.continued =
           kind_ == Kind::extend || (outcome.t0 < lock_.valid_until && outcome.tally.renewed >= majority);
+      // Held without a gap, so no other token was handed out meanwhile: the
+      // token stays. Otherwise this is a fresh acquisition and gets a new one.
+      if (!counter_key_.empty() && !(lock_.continued && lock_.fencing_token != 0)) {
+        fence(outcome.tally.counter, valid_until);
+        return;
+      }
       break;
     }
     case Kind::unlock: {
@@ -275,6 +291,39 @@ void Operation::on_decided(const Outcome& outcome) {
       return;
     }
   }
+  lock_.valid_until = valid_until;
+  lock_.ttl = ttl_;
+  finish({});
+}
+
+// Fencing's second round: the token is one more than the largest counter the
+// granting masters answered; it counts once a majority raised their counter
+// to it where our value still holds, before the lock ran out. Every later
+// grant majority shares a master with that one, so it reads at least the token.
+void Operation::fence(long long counter, TimePoint valid_until) {
+  token_ = static_cast<std::uint64_t>(counter) + 1;
+  std::string token = std::to_string(token_);
+  in_flight_ = true;
+  round_ = Round::start(
+      context_.masters, Command::script(scripts::fence, {key_, counter_key_, lock_.value, token}),
+      context_.clock.now(), [this, valid_until](const Outcome& o) { on_fenced(o, valid_until); });
+}
+
+void Operation::on_fenced(const Outcome& outcome, TimePoint valid_until) {
+  in_flight_ = false;
+  if (!outcome.reached || context_.clock.now() >= valid_until) {
+    // Our value is gone from a majority, or too few answered in time: no
+    // token, and the lock counts as not taken (or lost).
+    errc error = outcome.reached ? errc::unavailable : outcome.error;
+    if (kind_ == Kind::acquire) {
+      release_everywhere(lock_.value);  // we held a majority: a release, not a partial one
+      attempt_failed(error, nullptr, false);
+    } else {
+      lost(error == errc::unavailable ? errc::unavailable : errc::not_held);
+    }
+    return;
+  }
+  lock_.fencing_token = token_;
   lock_.valid_until = valid_until;
   lock_.ttl = ttl_;
   finish({});

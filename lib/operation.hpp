@@ -91,6 +91,8 @@ class Operation final : public Waiters::Waiter {
   void on_gate(const Outcome& outcome);
   void start_round(TimePoint t0);
   void on_decided(const Outcome& outcome);
+  void fence(long long counter, TimePoint valid_until);
+  void on_fenced(const Outcome& outcome, TimePoint valid_until);
   bool waits() const { return kind_ == Kind::acquire && deadline_ != 0; }
   void try_now();
   void attempt_failed(errc error, const Outcome* outcome, bool release = true);
@@ -110,6 +112,8 @@ class Operation final : public Waiters::Waiter {
   int attempts_left_;
   Callback cb_;
   std::string key_;
+  std::string counter_key_;  // fencing: the resource's counter; empty without fencing
+  std::uint64_t token_ = 0;  // fencing: the token the second round writes
   std::shared_ptr<const Command> command_;
   std::shared_ptr<Round> round_;
   Timer retry_timer_;

@@ -7,7 +7,22 @@
 
 namespace redlock {
 
-Vote classify(const Reply& reply) {
+namespace {
+
+// The fencing scripts answer {result, counter} (the Master checked the shape
+// of a script's reply).
+bool with_counter(const Reply& reply) {
+  return reply.type == Reply::Type::array && reply.elements.size() == 2;
+}
+
+const Reply& result_of(const Reply& reply) {
+  return with_counter(reply) ? reply.elements[0] : reply;
+}
+
+}  // namespace
+
+Vote classify(const Reply& answer) {
+  const Reply& reply = result_of(answer);
   switch (reply.type) {
     case Reply::Type::status:
       return reply.str == "OK" ? Vote::yes : Vote::failed;
@@ -44,7 +59,8 @@ std::shared_ptr<Round> Round::start_on(Master& master, const std::shared_ptr<con
   return round;
 }
 
-void Round::on_reply(const Master& from, const Reply& reply) {
+void Round::on_reply(const Master& from, const Reply& answer) {
+  const Reply& reply = result_of(answer);
   Vote vote = classify(reply);
   if (!from.voting()) vote = Vote::failed;
   if (reply.type == Reply::Type::integer) {
@@ -68,6 +84,7 @@ void Round::on_reply(const Master& from, const Reply& reply) {
         yes_inline_[static_cast<std::size_t>(tally_.yes)] = &from;
       }
       if (reply.type == Reply::Type::integer && reply.integer == 1) ++tally_.renewed;
+      if (with_counter(answer)) tally_.counter = std::max(tally_.counter, answer.elements[1].integer);
     }
   }
   count(vote);

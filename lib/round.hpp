@@ -18,15 +18,17 @@ enum class Vote { yes, no, failed };
 
 /// Yes: "OK" or a positive integer (SET NX succeeded, a script acted on our
 /// value). No: nil or 0 (another value is there, or none). Failed: an error
-/// reply (LOADING, READONLY, OOM, MISCONF, ...) or anything else.
+/// reply (LOADING, READONLY, OOM, MISCONF, ...) or anything else. A fencing
+/// script's {result, counter} counts as its result.
 Vote classify(const Reply& reply);
 
 struct Tally {
   int yes = 0;
   int no = 0;
   int failed = 0;
-  int renewed = 0;     // yes votes answered 1 by continue_lock: our existing value renewed
-  long long most = 0;  // the largest integer answered (unlock: 1 + the listeners told)
+  int renewed = 0;        // yes votes answered 1 by continue_lock: our existing value renewed
+  long long most = 0;     // the largest integer answered (unlock: 1 + the listeners told)
+  long long counter = 0;  // fencing scripts: the largest counter among the yes votes
 };
 
 /// When a round may decide against a majority.

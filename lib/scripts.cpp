@@ -68,6 +68,71 @@ const Script renew{
     0,
 };
 
-const std::array<const Script*, 5> all{&unlock, &acquire, &extend, &continue_lock, &renew};
+// The fencing scripts' first lines: `counter` = max(the stored counter, the
+// master's clock in microseconds). Lua numbers are doubles, exact below 2^53
+// (microseconds until the year 2255); a counter is only ever written from
+// the client's decimal string, never formatted by Lua.
+#define REDLOCK_READ_COUNTER                                                                  \
+  "local counter = tonumber(redis.call('get', KEYS[2]) or '0')\n"                             \
+  "if not counter then return redis.error_reply('ERR fencing counter is not a number') end\n" \
+  "local now = redis.call('time')\n"                                                          \
+  "now = now[1] * 1000000 + now[2]\n"                                                         \
+  "if now > counter then counter = now end\n"
+
+const Script acquire_fenced{
+    "acquire_fenced",
+    REDLOCK_READ_COUNTER
+    "if redis.call('set', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then return {1, counter} end\n"
+    "if redis.call('get', KEYS[1]) == ARGV[1] then\n"
+    "  redis.call('pexpire', KEYS[1], ARGV[2])\n"
+    "  return {1, counter}\n"
+    "end\n"
+    "local left = redis.call('pttl', KEYS[1])\n"
+    "if left < 0 then return {0, 0} end\n"
+    "return {-left - 1, 0}\n",
+    "0e0bf0dfe099d6f4e81efaa6569aa70d240a4cb2",
+    -std::numeric_limits<int>::max(),
+    1,
+    2,
+    true,
+};
+
+const Script continue_fenced{
+    "continue_fenced",
+    REDLOCK_READ_COUNTER
+    "local current = redis.call('get', KEYS[1])\n"
+    "if current == ARGV[1] then\n"
+    "  redis.call('pexpire', KEYS[1], ARGV[2])\n"
+    "  return {1, counter}\n"
+    "end\n"
+    "if current == false then\n"
+    "  redis.call('set', KEYS[1], ARGV[1], 'PX', ARGV[2])\n"
+    "  return {2, counter}\n"
+    "end\n"
+    "return {0, 0}\n",
+    "08f023265d0ec66170a17cb97d003f529951eaa0",
+    0,
+    2,
+    2,
+    true,
+};
+
+#undef REDLOCK_READ_COUNTER
+
+const Script fence{
+    "fence",
+    "if redis.call('get', KEYS[1]) ~= ARGV[1] then return 0 end\n"
+    "local counter = tonumber(redis.call('get', KEYS[2]) or '0')\n"
+    "if not counter then return redis.error_reply('ERR fencing counter is not a number') end\n"
+    "if counter < tonumber(ARGV[2]) then redis.call('set', KEYS[2], ARGV[2]) end\n"
+    "return 1\n",
+    "70db98a8d705be5ba299d2cbdfb20f9fbe6c6aec",
+    0,
+    1,
+    2,
+};
+
+const std::array<const Script*, 8> all{&unlock, &acquire,        &extend,          &continue_lock,
+                                       &renew,  &acquire_fenced, &continue_fenced, &fence};
 
 }  // namespace redlock::scripts

@@ -13,6 +13,10 @@ struct Script {
   std::string_view sha1;
   long long min_result;  // it answers an integer from min_result to max_result
   long long max_result;
+  int keys = 1;  // how many arguments are keys (KEYS[1..keys]); the rest are ARGV
+  // The fencing scripts answer {result, counter}: the result as above and the
+  // master's fencing counter, 0 when they refuse.
+  bool with_counter = false;
 };
 
 namespace scripts {
@@ -45,8 +49,30 @@ extern const Script continue_lock;
 /// elsewhere; never creates a key. (min_result and max_result do not apply.)
 extern const Script renew;
 
+// Fencing (Options::fencing). The counter key of a resource has no expiry;
+// every script reads it as max(stored, the master's TIME in microseconds), so
+// a master restarted without its data still answers above the tokens it gave
+// while its clock is ahead of them. They refuse (an error reply, a failed
+// vote) a counter that is not a number, before writing anything.
+
+/// KEYS[1] key, KEYS[2] counter key, ARGV[1] value, ARGV[2] ttl in ms: the
+/// acquire script that also answers the counter: {1, counter} when it set the
+/// key or renewed our own value there (a waiter's gate), {-(the holder's
+/// remaining ms + 1) or 0, 0} otherwise.
+extern const Script acquire_fenced;
+
+/// KEYS[1] key, KEYS[2] counter key, ARGV[1] value, ARGV[2] ttl in ms:
+/// continue_lock that also answers the counter: {1, counter} renewed,
+/// {2, counter} set, {0, 0} held by another value.
+extern const Script continue_fenced;
+
+/// KEYS[1] key, KEYS[2] counter key, ARGV[1] value, ARGV[2] token: where the
+/// key holds our value, raises the counter to the token (never lowers it) and
+/// returns 1; otherwise 0.
+extern const Script fence;
+
 /// Every script, in the order they are loaded on connect.
-extern const std::array<const Script*, 5> all;
+extern const std::array<const Script*, 8> all;
 
 }  // namespace scripts
 }  // namespace redlock

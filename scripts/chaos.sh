@@ -255,18 +255,19 @@ for run in "${runs[@]}"; do
   if [[ -n $json ]]; then
     rate=$(field success_rate_healthy "$json")
     [[ $rate == null || -z $rate ]] && rate="-" || rate=$(awk -v r="$rate" 'BEGIN { printf "%.1f%%", 100 * r }')
-    table+=("$(printf '%-20s %6s %8s %8s %8s %9s %9s %8s %8s %7s  %s' "$name" "$status" \
-      "$(field acquisitions "$json")" "$(field overlaps "$json")" "$(field overruns "$json")" \
+    table+=("$(printf '%-20s %6s %8s %8s %11s %8s %9s %9s %8s %8s %7s  %s' "$name" "$status" \
+      "$(field acquisitions "$json")" "$(field overlaps "$json")" \
+      "$(field tokens_checked "$json")/$(field token_inversions "$json")" "$(field overruns "$json")" \
       "$(ms "$(field p50_acquire_us "$json")")" "$(ms "$(field p99_acquire_us "$json")")" "$rate" \
       "$(error_field unavailable "$json")" "$(field first_success_after_faults_ms "$json")" "$verdict")")
   else
-    table+=("$(printf '%-20s %6s %8s %8s %8s %9s %9s %8s %8s %7s  %s' "$name" "$status" - - - - - - - - "$verdict")")
+    table+=("$(printf '%-20s %6s %8s %8s %11s %8s %9s %9s %8s %8s %7s  %s' "$name" "$status" - - - - - - - - - "$verdict")")
   fi
 done
 
 echo
 echo "redlock-chaos summary ($backend, ${seconds} s per mode, ttl $ttl ms, logs in $log_dir)"
-printf '%-20s %6s %8s %8s %8s %9s %9s %8s %8s %7s  %s\n' mode exit acquired overlaps overruns "p50 ms" "p99 ms" \
+printf '%-20s %6s %8s %8s %11s %8s %9s %9s %8s %8s %7s  %s\n' mode exit acquired overlaps "tokens/inv" overruns "p50 ms" "p99 ms" \
   "ok/hlth" unavail "1st ms" verdict
 for line in "${table[@]}"; do echo "$line"; done
 ((${#table[@]} > 0)) || die "--only matched no run"

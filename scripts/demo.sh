@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The main job: five local masters, three contenders taking turns on one
-# resource, then masters killed (a minority, then a majority) and restarted.
+# resource, then masters killed (a minority, then a majority) and restarted,
+# then fencing tokens: a paused holder's late write is rejected by the store.
 # Every master it starts is stopped by PID when it ends, however it ends.
 set -euo pipefail
 
@@ -9,7 +10,7 @@ BUILD_DIR=${BUILD_DIR:-build}
 base_port=${REDLOCK_DEMO_BASE_PORT:-7001}
 
 bash scripts/setup.sh
-ninja -C "$BUILD_DIR" -j2 examples/redlock-demo tools/redlock
+ninja -C "$BUILD_DIR" -j2 examples/redlock-demo examples/fenced-store tools/redlock
 
 REDLOCK_MASTERS_DIR=$(mktemp -d /tmp/redlock-demo.XXXXXX)
 export REDLOCK_MASTERS_DIR
@@ -70,6 +71,33 @@ masters restart 2 3 4
 masters status
 "$demo" contend "${uris[@]}"
 
+step "5. Fencing tokens: holder A is paused (SIGSTOP) past its validity, B takes the lock and writes, A resumes and writes"
+fenced=$BUILD_DIR/examples/fenced-store
+store=$REDLOCK_MASTERS_DIR/store
+a_out=$REDLOCK_MASTERS_DIR/holder-a.out
+# A works 300 ms before writing; it is stopped as soon as it holds the lock.
+"$fenced" hold "$store" A 300 "${uris[@]}" >"$a_out" 2>&1 &
+a_pid=$!
+for _ in $(seq 1 250); do
+  grep -q "holds the lock" "$a_out" && break
+  sleep 0.02
+done
+kill -STOP "$a_pid"
+cat "$a_out"
+echo "A (pid $a_pid) stopped with SIGSTOP; its lock (ttl 1 s) runs out while it sleeps"
+"$fenced" hold "$store" B 0 "${uris[@]}"
+kill -CONT "$a_pid"
+echo "A resumed with SIGCONT"
+status=0
+wait "$a_pid" || status=$?
+tail -n +2 "$a_out"
+if ((status != 3)); then
+  echo "expected the store to reject A's stale write (exit 3), got exit $status" >&2
+  exit 1
+fi
+echo "store holds: $(tr '\n' ' ' <"$store")"
+
 step "Stopping the masters"
 masters stop
-echo "demo finished: mutual exclusion held throughout; unavailable reported within its bound"
+echo "demo finished: mutual exclusion held throughout; unavailable reported within its bound;"
+echo "the stale holder's write was rejected by its fencing token"

@@ -3,7 +3,9 @@
 # AddressSanitizer + UBSan build (ASAN_BUILD_DIR, default "build-asan"), and
 # the blocking facade and client tests in a ThreadSanitizer build
 # (TSAN_BUILD_DIR, default "build-tsan"; skipped when arguments pick tests).
-# Arguments go to `meson test` (e.g. a suite: scripts/test.sh unit).
+# Arguments go to `meson test` (e.g. a suite: scripts/test.sh unit); without
+# them it also runs the chaos checker and the fencing model check
+# (scripts/model-check.sh, a few minutes on one core).
 # REDLOCK_TEST_TIMEOUT_MULTIPLIER reaches the tests and also scales meson's
 # per-test timeouts; unset, it is 1 for the plain build, 2 under ASan and 4
 # under TSan (their slowdown, which a busy machine makes worse). With no
@@ -186,6 +188,24 @@ if ((${#test_args[@]} == 0)); then
   else
     total_failed=$((total_failed + 1))
   fi
+fi
+
+# The fencing-token model (scripts/model-check.sh): the scheme holds and each
+# negative variant finds its counter-example; each check counts as a test.
+if ((${#test_args[@]} == 0)); then
+  echo "=== model: scripts/model-check.sh"
+  model_log=$(mktemp)
+  status=0
+  bash scripts/model-check.sh 2>&1 | tee "$model_log" || status=$?
+  model_ok=$(awk '/^model-check summary/ { table = 1; next } table && $NF == "ok" { n++ } END { print n + 0 }' "$model_log")
+  model_failed=$(awk '/^model-check summary/ { table = 1; next } table && $NF == "FAIL" { n++ } END { print n + 0 }' "$model_log")
+  if ((status != 0 && model_failed == 0)); then
+    model_failed=1  # model-check.sh failed before its table
+  fi
+  rm -f "$model_log"
+  echo "=== model: $model_ok passed, $model_failed failed"
+  total_passed=$((total_passed + model_ok))
+  total_failed=$((total_failed + model_failed))
 fi
 
 # Done here rather than only in the trap so that the summary stays the last line.

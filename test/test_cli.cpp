@@ -162,6 +162,34 @@ TEST_CASE("redlock run gives CMD the lock, passes its exit status through and re
   }
 }
 
+TEST_CASE("--fencing gives each grant a larger token; without it CMD sees none", "[cli]") {
+  Cluster masters(3);
+  const std::vector<std::string> print_token = {"jobs", "--", "/bin/sh", "-c",
+                                                "echo \"${REDLOCK_FENCING_TOKEN:-none}\""};
+  auto plain = run_command(command_line("run", masters, print_token));
+  REQUIRE(plain.status == 0);
+  CHECK(plain.out == "none\n");
+
+  std::vector<std::string> fenced = {"--fencing"};
+  fenced.insert(fenced.end(), print_token.begin(), print_token.end());
+  auto first = run_command(command_line("run", masters, fenced));
+  auto second = run_command(command_line("run", masters, fenced));
+  REQUIRE(first.status == 0);
+  REQUIRE(second.status == 0);
+  INFO(first.out << second.out);
+  const unsigned long long one = std::stoull(first.out);
+  const unsigned long long two = std::stoull(second.out);
+  CHECK(one > 0);
+  CHECK(two > one);
+
+  auto acquired = run_command(command_line("acquire", masters, {"--fencing", "--ttl", "10s", "jobs"}));
+  REQUIRE(acquired.status == 0);
+  auto lock = assignments(acquired.out);
+  REQUIRE(lock.count("REDLOCK_FENCING_TOKEN") == 1);
+  CHECK(std::stoull(lock["REDLOCK_FENCING_TOKEN"]) > two);
+  CHECK(run_command(command_line("release", masters, {"jobs", lock["REDLOCK_VALUE"]})).status == 0);
+}
+
 TEST_CASE("two redlock run processes exclude each other", "[cli]") {
   Cluster masters(3);
   Dir dir;

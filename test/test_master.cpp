@@ -57,6 +57,45 @@ TEST_CASE("the scripts' SHA-1s are what Redis computes", "[master]") {
   }
 }
 
+TEST_CASE("the fencing scripts take two keys and answer {result, counter}", "[master]") {
+  auto command = Command::script(scripts::acquire_fenced, {"k", "k:fencing", "v", "1000"});
+  CHECK(command->encoded().find("$1\r\n2\r\n$1\r\nk\r\n$9\r\nk:fencing\r\n") != std::string_view::npos);
+  auto integer = [](long long i) {
+    Reply r;
+    r.type = Reply::Type::integer;
+    r.integer = i;
+    return r;
+  };
+  auto pair = [&](Reply a, Reply b) {
+    Reply r;
+    r.type = Reply::Type::array;
+    r.elements = {std::move(a), std::move(b)};
+    return r;
+  };
+  CHECK(command->expects(pair(integer(1), integer(1795000000000000))));
+  CHECK(command->expects(pair(integer(-20), integer(0))));
+  CHECK_FALSE(command->expects(integer(1)));                            // the plain acquire's shape
+  CHECK_FALSE(command->expects(pair(integer(2), integer(5))));          // result out of range
+  CHECK_FALSE(command->expects(pair(integer(1), integer(-1))));         // a negative counter
+  CHECK_FALSE(command->expects(pair(integer(1), integer(1LL << 53))));  // beyond Lua's exact integers
+  Reply text;
+  text.type = Reply::Type::string;
+  text.str = "7";
+  CHECK_FALSE(command->expects(pair(integer(1), text)));
+
+  RedisServer server;
+  CHECK(
+      server.command({"EVAL", std::string(scripts::acquire_fenced.body), "2", "k", "k:fencing", "v", "1000"})
+          .find("1 ") == 0);
+  CHECK(server.command({"EVAL", std::string(scripts::fence.body), "2", "k", "k:fencing", "v", "42"}) == "1");
+  CHECK(server.get("k:fencing") == "42");
+  CHECK(server.command({"EVAL", std::string(scripts::fence.body), "2", "k", "k:fencing", "v", "41"}) == "1");
+  CHECK(server.get("k:fencing") == "42");  // never lowered
+  CHECK(server.command({"EVAL", std::string(scripts::fence.body), "2", "k", "k:fencing", "other", "99"}) ==
+        "0");
+  CHECK(server.get("k:fencing") == "42");  // not ours: untouched
+}
+
 TEST_CASE("commands issued in one loop turn leave in one write", "[master]") {
   RedisServer server;
   LoopFixture loop;

@@ -69,4 +69,19 @@ TEST_CASE("replies count as yes, no or failed votes", "[round]") {
   CHECK(classify(reply(Reply::Type::error, 0, "OOM command not allowed")) == Vote::failed);
   CHECK(classify(reply(Reply::Type::status, 0, "QUEUED")) == Vote::failed);
   CHECK(classify(reply(Reply::Type::string, 0, "OK")) == Vote::failed);
+
+  SECTION("a fencing script's {result, counter} counts as its result") {
+    auto pair = [&](long long result, long long counter) {
+      Reply r = reply(Reply::Type::array);
+      r.elements = {reply(Reply::Type::integer, result), reply(Reply::Type::integer, counter)};
+      return r;
+    };
+    CHECK(classify(pair(1, 1795000000000000)) == Vote::yes);
+    CHECK(classify(pair(2, 7)) == Vote::yes);
+    CHECK(classify(pair(0, 0)) == Vote::no);
+    CHECK(classify(pair(-1500, 0)) == Vote::no);
+    Reply three = pair(1, 7);
+    three.elements.push_back(reply(Reply::Type::integer, 1));
+    CHECK(classify(three) == Vote::failed);
+  }
 }

@@ -80,6 +80,7 @@ enum class Id {
   command_timeout,
   key_prefix,
   quarantine,
+  fencing,
   json,
 };
 
@@ -91,7 +92,6 @@ struct Flag {
   unsigned verbs;
 };
 
-// TODO(fencing): --fencing sets Options::fencing once it lands (the lead wires it at merge).
 constexpr Flag flags[] = {
     {Id::help, "help", 'h', false, in_all},
     {Id::master, "master", 'm', true, in_all},
@@ -104,6 +104,7 @@ constexpr Flag flags[] = {
     {Id::command_timeout, "command-timeout", '\0', true, in_all},
     {Id::key_prefix, "key-prefix", '\0', true, in_all},
     {Id::quarantine, "quarantine", '\0', true, in_all},
+    {Id::fencing, "fencing", '\0', false, in_run | in_acquire},
     {Id::json, "json", '\0', false, in_status},
 };
 
@@ -192,6 +193,9 @@ void apply(Invocation& inv, const Flag& f, std::string_view value) {
       break;
     case Id::quarantine:
       inv.options.restart_quarantine = parse_duration(value, "--quarantine", verb);
+      break;
+    case Id::fencing:
+      inv.options.fencing = true;
       break;
     case Id::json:
       inv.json = true;
@@ -395,6 +399,8 @@ constexpr const char* masters_help =
     "  --key-prefix TEXT        key on each master = TEXT + RESOURCE\n"
     "  --quarantine D           a restarted master votes only after D (0: off);\n"
     "                           --ttl must not exceed it\n"
+    "  --fencing                run, acquire: also take a fencing token, a number\n"
+    "                           that grows with every grant (REDLOCK_FENCING_TOKEN)\n"
     "  -h, --help               this help\n"
     "Durations are a whole number and a unit: 250ms, 10s, 2m, 1h.\n";
 

@@ -74,6 +74,11 @@ struct REDLOCK_API Options {
   std::string key_prefix;
   /// A master votes only once it has been up this long; 0 = off.
   milliseconds restart_quarantine{0};
+  /// Also hand out fencing tokens (Lock::fencing_token), at the cost of a
+  /// second round per acquisition. Each resource then has a counter, the key
+  /// key_prefix + resource + ":fencing" with no expiry, on every master: no
+  /// resource of these masters may be named like one (README, "Fencing tokens").
+  bool fencing = false;
   /// Time source for t0 and validity; empty means steady_clock::now. Meant for
   /// tests and simulations; it must tick like steady_clock.
   std::function<std::chrono::steady_clock::time_point()> clock;

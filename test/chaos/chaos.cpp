@@ -534,6 +534,10 @@ int parent_main(const Args& a) {
     if (mode == Mode::restart && a.quarantine.count() == 0) {
       verdict += " (expected: empty restarts are safe only with --quarantine-ms)";
     }
+  } else if (summary.token_inversions > 0) {
+    status = 1;
+    verdict = "FAIL: " + std::to_string(summary.token_inversions) +
+              " fencing tokens not above the previous grant's";
   } else if (run.workers_failed > 0) {
     status = 2;
     verdict = "ERROR: " + std::to_string(run.workers_failed) + " workers failed";

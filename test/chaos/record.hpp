@@ -34,6 +34,7 @@ struct Record {
   Clock::time_point valid_until{};  // Lock::valid_until
   Clock::time_point unlocked{};     // unlock() returned
   int unlock_error = 0;             // as `error`, for that unlock()
+  std::uint64_t fencing_token = 0;  // Lock::fencing_token (workers run with Options::fencing)
 
   bool acquired() const { return error == 0; }
   /// Left after valid_until: exclusion was no longer promised at the end.
@@ -45,22 +46,24 @@ struct Record {
 /// One line of text, newline included; parse() reads it back.
 inline std::string format(const Record& r) {
   char line[256];
-  std::snprintf(line, sizeof line, "%d %d %d %lld %lld %d %lld %lld %lld %d\n", r.process, r.thread,
+  std::snprintf(line, sizeof line, "%d %d %d %lld %lld %d %lld %lld %lld %d %llu\n", r.process, r.thread,
                 r.resource, static_cast<long long>(to_ns(r.called)),
                 static_cast<long long>(to_ns(r.returned)), r.error, static_cast<long long>(to_ns(r.left)),
                 static_cast<long long>(to_ns(r.valid_until)), static_cast<long long>(to_ns(r.unlocked)),
-                r.unlock_error);
+                r.unlock_error, static_cast<unsigned long long>(r.fencing_token));
   return line;
 }
 
 /// False for a line that is not a whole record (a worker killed mid-write).
 inline bool parse(const std::string& line, Record& r) {
   long long called = 0, returned = 0, left = 0, valid_until = 0, unlocked = 0;
+  unsigned long long token = 0;
   char end = 0;
-  const int n = std::sscanf(line.c_str(), "%d %d %d %lld %lld %d %lld %lld %lld %d%c", &r.process, &r.thread,
-                            &r.resource, &called, &returned, &r.error, &left, &valid_until, &unlocked,
-                            &r.unlock_error, &end);
-  if (n != 11 || end != '\n') return false;
+  const int n = std::sscanf(line.c_str(), "%d %d %d %lld %lld %d %lld %lld %lld %d %llu%c", &r.process,
+                            &r.thread, &r.resource, &called, &returned, &r.error, &left, &valid_until,
+                            &unlocked, &r.unlock_error, &token, &end);
+  if (n != 12 || end != '\n') return false;
+  r.fencing_token = token;
   r.called = from_ns(called);
   r.returned = from_ns(returned);
   r.left = from_ns(left);

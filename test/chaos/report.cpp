@@ -140,6 +140,10 @@ Summary summarize(const std::vector<Record>& records, const FaultSchedule& sched
   for (auto& [resource, sections] : held) {
     std::sort(sections.begin(), sections.end(),
               [](const Record* a, const Record* b) { return a->returned < b->returned; });
+    for (std::size_t i = 1; i < sections.size(); ++i) {
+      ++s.tokens_checked;
+      if (sections[i]->fencing_token <= sections[i - 1]->fencing_token) ++s.token_inversions;
+    }
     for (std::size_t i = 0; i < sections.size(); ++i) {
       const Record& a = *sections[i];
       for (std::size_t j = i + 1; j < sections.size() && sections[j]->returned < a.valid_end(); ++j) {
@@ -208,6 +212,8 @@ void print_text(std::FILE* out, const RunInfo& run, const Summary& s, const Faul
                  std::chrono::duration<double, std::milli>(s.longest_overlap).count());
   }
   std::fprintf(out, "\n");
+  std::fprintf(out, "fencing tokens checked in grant order: %zu, inversions: %zu\n", s.tokens_checked,
+               s.token_inversions);
   for (const Overlap& o : s.examples) {
     std::fprintf(out, "  resource-%d, %.3f ms: %s / %s\n", o.first.resource,
                  std::chrono::duration<double, std::milli>(o.length).count(),
@@ -235,6 +241,7 @@ std::string json_line(const RunInfo& run, const Summary& s, const FaultSchedule&
     << ",\"acquisitions\":" << s.acquisitions << ",\"errors\":" << map_json(s.errors)
     << ",\"unlock_errors\":" << map_json(s.unlock_errors) << ",\"overruns\":" << s.overruns
     << ",\"expired_on_return\":" << s.expired_on_return << ",\"overlaps\":" << s.overlaps
+    << ",\"tokens_checked\":" << s.tokens_checked << ",\"token_inversions\":" << s.token_inversions
     << ",\"p50_acquire_us\":" << optional_number(s.p50_acquire)
     << ",\"p99_acquire_us\":" << optional_number(s.p99_acquire)
     << ",\"p50_unlock_us\":" << optional_number(s.p50_unlock)

@@ -46,6 +46,10 @@ struct Summary {
   std::size_t overlaps = 0;
   Clock::duration longest_overlap{};
   std::vector<Overlap> examples;  // the first few, for the text report
+  // Fencing: each acquisition's token against the one granted before it on
+  // its resource (grant order: when lock() returned).
+  std::size_t tokens_checked = 0;
+  std::size_t token_inversions = 0;  // not greater than the previous grant's
   std::optional<std::chrono::microseconds> p50_acquire;
   std::optional<std::chrono::microseconds> p99_acquire;
   // unlock() is one round with no contention: the algorithm's own latency.

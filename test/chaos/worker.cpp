@@ -96,6 +96,7 @@ void contend(Redlock& redlock, const WorkerConfig& config, int thread, RecordFil
       hold_kept(redlock, std::move(*lock), config, rng, r);
     } else if (lock) {
       r.valid_until = lock->valid_until;
+      r.fencing_token = lock->fencing_token;
       const auto validity = lock->valid_until - r.returned;
       if (validity > Clock::duration::zero()) {
         std::this_thread::sleep_for(
@@ -121,6 +122,7 @@ Options worker_options(const WorkerConfig& config) {
   options.retry_jitter = config.retry_delay;
   options.key_prefix = config.key_prefix;
   options.restart_quarantine = config.quarantine;
+  options.fencing = true;  // the report checks the tokens too
   return options;
 }
 

@@ -228,6 +228,7 @@ void FaultProxy::Loop::apply(const Mode& mode) {
   switch (mode_.kind) {
     case Kind::pass:
     case Kind::delay:
+    case Kind::blackhole_after:
       // Chunks already held back keep their due time; later ones queue
       // behind them, so the byte order never changes.
       break;
@@ -342,6 +343,14 @@ void FaultProxy::Loop::on_client_read(Connection& c, ssize_t nread, const uv_buf
     case Kind::drop_replies:
       if (!forward(c, c.to_server, buf->base, size)) return;
       break;
+    case Kind::blackhole_after:
+      if (!c.reader || requests > mode_.pass_left) {
+        apply({Kind::blackhole, {}, {}, 0});
+        break;
+      }
+      mode_.pass_left -= requests;
+      if (!forward(c, c.to_server, buf->base, size)) return;
+      break;
     case Kind::blackhole:
       break;
     case Kind::error_reply:
@@ -372,6 +381,7 @@ void FaultProxy::Loop::on_upstream_read(Connection& c, ssize_t nread, const uv_b
   switch (mode_.kind) {
     case Kind::pass:
     case Kind::delay:
+    case Kind::blackhole_after:
       if (!forward(c, c.to_client, buf->base, static_cast<std::size_t>(nread))) return;
       break;
     case Kind::blackhole:
@@ -526,31 +536,35 @@ void FaultProxy::set_mode(Mode mode) {
 }
 
 void FaultProxy::pass() {
-  set_mode({Kind::pass, {}, {}});
+  set_mode({Kind::pass, {}, {}, 0});
 }
 
 void FaultProxy::delay(std::chrono::milliseconds d) {
   if (d.count() < 0) throw std::invalid_argument("FaultProxy::delay: negative delay");
-  set_mode({Kind::delay, d, {}});
+  set_mode({Kind::delay, d, {}, 0});
 }
 
 void FaultProxy::blackhole() {
-  set_mode({Kind::blackhole, {}, {}});
+  set_mode({Kind::blackhole, {}, {}, 0});
 }
 
 void FaultProxy::drop_replies() {
-  set_mode({Kind::drop_replies, {}, {}});
+  set_mode({Kind::drop_replies, {}, {}, 0});
+}
+
+void FaultProxy::blackhole_after(std::uint64_t requests) {
+  set_mode({Kind::blackhole_after, {}, {}, requests});
 }
 
 void FaultProxy::error_reply(std::string line) {
   if (line.size() < 2 || line.front() != '-' || line.find_first_of("\r\n") != std::string::npos) {
     throw std::invalid_argument("FaultProxy::error_reply: want \"-CODE message\" without CR or LF");
   }
-  set_mode({Kind::error_reply, {}, line + "\r\n"});
+  set_mode({Kind::error_reply, {}, line + "\r\n", 0});
 }
 
 void FaultProxy::reset() {
-  set_mode({Kind::reset, {}, {}});
+  set_mode({Kind::reset, {}, {}, 0});
 }
 
 }  // namespace redlock::test

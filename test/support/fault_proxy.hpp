@@ -51,6 +51,10 @@ class FaultProxy {
   void blackhole();
   /// Forwards requests to the target and throws its replies away.
   void drop_replies();
+  /// Passes the next `requests` complete requests (counted over every
+  /// connection) and all replies, then acts as blackhole() from the first
+  /// chunk that brings more: a second round blackholed after the first.
+  void blackhole_after(std::uint64_t requests);
   /// Forwards nothing; answers every complete request with `line` + "\r\n".
   /// `line` must be a RESP error ("-LOADING ...") without CR or LF; throws
   /// std::invalid_argument otherwise.
@@ -65,11 +69,12 @@ class FaultProxy {
   std::uint64_t requests_seen() const { return requests_seen_.load(); }
 
  private:
-  enum class Kind { pass, delay, blackhole, drop_replies, error_reply, reset };
+  enum class Kind { pass, delay, blackhole, drop_replies, error_reply, reset, blackhole_after };
   struct Mode {
     Kind kind = Kind::pass;
     std::chrono::milliseconds delay{0};  // Kind::delay only
     std::string error_line;              // Kind::error_reply only, with "\r\n"
+    std::uint64_t pass_left = 0;         // Kind::blackhole_after only: requests still to pass
   };
   class Loop;  // the proxy thread's state; defined in fault_proxy.cpp
 
