@@ -187,10 +187,18 @@ TEST_CASE("an attempt whose second round reaches no majority yields no token", "
     options.masters[1] = to_m1.endpoint();
     options.masters[2] = to_m2.endpoint();
     Client client(loop.get(), options);
-    // Connect everywhere first: the handshake's requests are not counted below.
-    Answer warm = try_lock(loop, client, "warm-up", 5s);
-    REQUIRE_FALSE(warm.error);
-    CHECK_FALSE(unlock(loop, client, warm.lock));
+    // Connect everywhere first: the handshake's requests are not counted
+    // below. A quorum answers without master 1, so warm up until it holds
+    // the warm-up lock too, and until the unlock has passed its proxy.
+    bool master1_up = false;
+    for (int i = 0; i < 20 && !master1_up; ++i) {
+      Answer warm = try_lock(loop, client, "warm-up", 5s);
+      REQUIRE_FALSE(warm.error);
+      master1_up = loop.run_until([&] { return masters[1].get("warm-up") == warm.lock.value; }, 500ms);
+      CHECK_FALSE(unlock(loop, client, warm.lock));
+      REQUIRE(loop.run_until([&] { return !masters[1].get("warm-up"); }, 5s));
+    }
+    REQUIRE(master1_up);
 
     // Master 2 never answers; master 1 grants, then swallows the second round.
     to_m2.blackhole();
