@@ -44,6 +44,7 @@ class REDLOCK_API Client {
   using UnlockCallback = std::function<void(std::error_code)>;
   /// Told once why a keep() hold ended.
   using LostCallback = std::function<void(std::error_code)>;
+  /// Told the new validity after each successful keep() renewal.
   using RenewedCallback = std::function<void(std::chrono::steady_clock::time_point valid_until)>;
 
   /// Throws std::invalid_argument when the options are invalid.

@@ -23,6 +23,7 @@ struct KeyReport {
   std::string value;
   /// Its remaining time (PTTL); 0 when absent, -1 ms when it has no expiry.
   std::chrono::milliseconds ttl{0};
+  /// The key exists on this master.
   bool present = false;
 };
 
@@ -54,6 +55,7 @@ struct MasterReport {
 
 /// One resource across the masters.
 struct ResourceReport {
+  /// The resource as asked (without Options::key_prefix).
   std::string resource;
   /// The value found on the most masters; empty when no master has the key.
   std::string value;
@@ -65,6 +67,7 @@ struct ResourceReport {
   std::chrono::milliseconds ttl{0};
 };
 
+/// What one inspect() found: every master, and every resource asked about.
 struct Inspection {
   /// In the order of Options::masters.
   std::vector<MasterReport> masters;
@@ -83,6 +86,7 @@ struct Inspection {
 /// unreachable, and the callback waits for no one longer than that.
 class REDLOCK_API Inspector {
  public:
+  /// Answers inspect(): an error (closed, invalid_argument), or the inspection.
   using Callback = std::function<void(std::error_code, Inspection)>;
 
   /// Throws std::invalid_argument when the options are invalid.
