@@ -92,11 +92,11 @@ void contend(Redlock& redlock, const WorkerConfig& config, int thread, RecordFil
     Result<Lock> lock = redlock.lock("resource-" + std::to_string(r.resource), config.ttl);
     r.returned = Clock::now();
     r.error = code_of(lock.error());
+    if (lock) r.fencing_token = lock->fencing_token;
     if (lock && config.keep_holds) {
       hold_kept(redlock, std::move(*lock), config, rng, r);
     } else if (lock) {
       r.valid_until = lock->valid_until;
-      r.fencing_token = lock->fencing_token;
       const auto validity = lock->valid_until - r.returned;
       if (validity > Clock::duration::zero()) {
         std::this_thread::sleep_for(
