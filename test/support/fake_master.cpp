@@ -397,12 +397,7 @@ FakeMaster::FakeMaster(Script script)
   port_ = loop_->port();
   thread_ = std::thread([this] {
     running_on = this;
-    // A client that went away must cost a closed connection, not a SIGPIPE
-    // that kills the test binary (libuv writes with write(2)).
-    sigset_t pipe;
-    sigemptyset(&pipe);
-    sigaddset(&pipe, SIGPIPE);
-    pthread_sigmask(SIG_BLOCK, &pipe, nullptr);
+    block_sigpipe_in_this_thread();
     loop_->run();
   });
 }

@@ -498,12 +498,7 @@ void FaultProxy::Loop::close(Connection& c, bool reset) {
 FaultProxy::FaultProxy(int target_port) : loop_(std::make_unique<Loop>(*this, target_port)) {
   port_ = loop_->port();
   thread_ = std::thread([this] {
-    // A client that went away must cost a closed connection, not a SIGPIPE
-    // that kills the test binary (libuv writes with write(2)).
-    sigset_t pipe;
-    sigemptyset(&pipe);
-    sigaddset(&pipe, SIGPIPE);
-    pthread_sigmask(SIG_BLOCK, &pipe, nullptr);
+    block_sigpipe_in_this_thread();
     loop_->run();
   });
 }

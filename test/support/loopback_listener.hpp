@@ -3,6 +3,7 @@
 #include <uv.h>
 
 #include <arpa/inet.h>
+#include <signal.h>
 
 namespace redlock::test {
 
@@ -20,6 +21,16 @@ int listen_on_free_loopback_port(uv_tcp_t* listener, uv_connection_cb on_connect
   int length = sizeof bound;
   check("uv_tcp_getsockname", uv_tcp_getsockname(listener, reinterpret_cast<sockaddr*>(&bound), &length));
   return ntohs(bound.sin_port);
+}
+
+/// For a server thread's first call: a client that went away must cost a
+/// closed connection, not a SIGPIPE that kills the test binary (libuv writes
+/// with write(2)).
+inline void block_sigpipe_in_this_thread() {
+  sigset_t pipe;
+  sigemptyset(&pipe);
+  sigaddset(&pipe, SIGPIPE);
+  pthread_sigmask(SIG_BLOCK, &pipe, nullptr);
 }
 
 }  // namespace redlock::test
