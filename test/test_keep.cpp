@@ -203,7 +203,11 @@ TEST_CASE("one batch answers per lock: a lock taken over is lost, the others go 
   Cluster masters(3);
   LoopFixture loop;
   {
-    Client client(loop.get(), masters.options());
+    // Only the swapped value may end a hold: a slow reply on a busy machine
+    // must not turn into a lost vote.
+    Options options = masters.options();
+    options.command_timeout = scaled(500ms);
+    Client client(loop.get(), options);
     std::vector<Lock> locks;
     for (int i = 0; i < 5; ++i) {
       Answer a = try_lock(loop, client, "batch:" + std::to_string(i), 600ms);
@@ -236,7 +240,7 @@ TEST_CASE("renewals keep a 300 ms lock held for seconds while contenders get not
     Options options = masters.options();
     options.command_timeout = scaled(500ms);
     Client holder(loop.get(), options);
-    Client contender(loop.get(), masters.options());
+    Client contender(loop.get(), options);  // a refusal, never a timed-out vote
     auto started = steady::now();
     Answer a = lock(loop, holder, "long", 300ms);
     REQUIRE_FALSE(a.error);
