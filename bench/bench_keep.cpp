@@ -2,9 +2,11 @@
 // to the same locks renewed one extend() at a time, at N = 5 masters of our
 // own. One JSON object per line on stdout; see README.md "Long holds".
 //
-//   bench_keep           1,000 and 10,000 locks, five renewal ticks each
-//   bench_keep --smoke   100 locks, two ticks (CI: it keeps building and running)
+//   bench_keep           1,000 and 10,000 locks, five renewal ticks each, three
+//                        repetitions; masters on CPU 1, this process on CPU 0
+//   bench_keep --smoke   100 locks, two ticks, once (CI: it keeps building and running)
 
+#include <sched.h>
 #include <sys/resource.h>
 #include <uv.h>
 
@@ -16,6 +18,7 @@
 #include <cstring>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "support/cluster.hpp"
@@ -37,6 +40,22 @@ double client_cpu_us() {
     return static_cast<double>(t.tv_sec) * 1e6 + static_cast<double>(t.tv_usec);
   };
   return us(usage.ru_utime) + us(usage.ru_stime);
+}
+
+bool pin(pid_t pid, int cpu) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  CPU_SET(cpu, &set);
+  return sched_setaffinity(pid, sizeof set, &set) == 0;
+}
+
+// Masters on CPU 1 and the client on CPU 0, so that neither steals the
+// other's time slices on a 2-vCPU machine. False when the machine has one CPU.
+bool pin_apart(redlock::test::Cluster& cluster) {
+  if (std::thread::hardware_concurrency() < 2 || !pin(0, 0)) return false;
+  bool ok = true;
+  for (std::size_t i = 0; i < cluster.size(); ++i) ok = pin(cluster[i].pid(), 1) && ok;
+  return ok;
 }
 
 double info_field(const std::string& info, const std::string& name) {
@@ -111,7 +130,7 @@ std::vector<redlock::Lock> acquire(uv_loop_t* loop, redlock::Client& client, con
 
 // Renews `locks` for `ticks` renewal periods, batched (keep) or one extend()
 // per lock per period, and prints what it cost. False when a renewal failed.
-bool measure(redlock::test::Cluster& cluster, int count, int ticks, bool batched) {
+bool measure(redlock::test::Cluster& cluster, int count, int ticks, bool batched, int rep, bool pinned) {
   uv_loop_t loop;
   uv_loop_init(&loop);
   bool ok = false;
@@ -172,9 +191,10 @@ bool measure(redlock::test::Cluster& cluster, int count, int ticks, bool batched
         "{\"bench\":\"renewal\",\"impl\":\"%s\",\"masters\":%zu,\"locks\":%d,\"ticks\":%.2f,\"renewals\":%"
         "lld,"
         "\"failures\":%lld,\"client_cpu_us_per_renewal\":%.2f,\"commands_per_master_per_tick\":%.1f,"
-        "\"master_cpu_us_per_renewal\":%.2f}\n",
+        "\"master_cpu_us_per_renewal\":%.2f,\"rep\":%d,\"placement\":\"%s\"}\n",
         batched ? "keep-batched" : "extend-each", cluster.size(), count, elapsed_ticks, renewals, failures,
-        cpu / r, per_master_per_tick, (after.cpu_us - before.cpu_us) / r);
+        cpu / r, per_master_per_tick, (after.cpu_us - before.cpu_us) / r, rep,
+        pinned ? "masters cpu1, client cpu0" : "unpinned");
     std::fflush(stdout);
     ok = failures == 0 && renewals > 0;
     client.close(nullptr);
@@ -192,10 +212,14 @@ int main(int argc, char** argv) {
     redlock::test::Cluster cluster(5);
     std::vector<int> counts = smoke ? std::vector<int>{100} : std::vector<int>{1000, 10000};
     int ticks = smoke ? 2 : 5;
+    int reps = smoke ? 1 : 3;
+    bool pinned = !smoke && pin_apart(cluster);
     bool ok = true;
-    for (int count : counts) {
-      ok = measure(cluster, count, ticks, true) && ok;
-      ok = measure(cluster, count, ticks, false) && ok;
+    for (int rep = 0; rep < reps; ++rep) {
+      for (int count : counts) {
+        ok = measure(cluster, count, ticks, true, rep, pinned) && ok;
+        ok = measure(cluster, count, ticks, false, rep, pinned) && ok;
+      }
     }
     if (!ok) {
       std::fprintf(stderr, "bench_keep: a renewal failed, or none happened\n");
