@@ -124,6 +124,20 @@ class Client::Impl final : public Context {
     closing_ = false;
   }
 
+  /// Wraps an extension's callback so that, if `lock` is kept, its keeper
+  /// hears of the answer first.
+  Operation::Callback telling_keeper(const Lock& lock, LockCallback cb) {
+    return [this, value = lock.value, cb = std::move(cb), alive = alive()](std::error_code error, Lock l) {
+      if (!alive.expired()) {
+        if (error)
+          keeper.extend_failed(value, error);
+        else
+          keeper.extended(l);
+      }
+      if (cb) cb(error, std::move(l));
+    };
+  }
+
   std::vector<MasterError> master_errors() const {
     std::vector<MasterError> errors;
     for (const auto& m : masters) {
@@ -227,11 +241,11 @@ void Client::try_lock(std::string resource, milliseconds ttl, LockCallback cb) {
 }
 
 void Client::extend(const Lock& lock, milliseconds ttl, LockCallback cb) {
-  impl_->run(Operation::Kind::extend, lock, ttl, 1, std::move(cb));
+  impl_->run(Operation::Kind::extend, lock, ttl, 1, impl_->telling_keeper(lock, std::move(cb)));
 }
 
 void Client::continue_lock(const Lock& lock, milliseconds ttl, LockCallback cb) {
-  impl_->run(Operation::Kind::continue_lock, lock, ttl, 1, std::move(cb));
+  impl_->run(Operation::Kind::continue_lock, lock, ttl, 1, impl_->telling_keeper(lock, std::move(cb)));
 }
 
 void Client::keep(const Lock& lock, KeepOptions options, LostCallback on_lost, RenewedCallback on_renewed) {

@@ -11,6 +11,7 @@ struct Keeper::Hold {
   Keeper* keeper;
   Lock lock;
   milliseconds every;
+  bool every_from_ttl;  // KeepOptions::every was 0: every is ttl / 3
   OnLost on_lost;
   OnRenewed on_renewed;
   Timer expiry;
@@ -18,10 +19,11 @@ struct Keeper::Hold {
   std::uint64_t due = 0;           // the next renewal (uv_now() ms); 0 while out of due_
   std::shared_ptr<void> renewing;  // the batch whose answer this hold awaits
 
-  Hold(Keeper* k, Lock l, milliseconds e, OnLost lost)
+  Hold(Keeper* k, Lock l, milliseconds e, bool from_ttl, OnLost lost)
       : keeper(k),
         lock(std::move(l)),
         every(e),
+        every_from_ttl(from_ttl),
         on_lost(std::move(lost)),
         expiry(make_timer(k->loop_, this)),
         cap(make_timer(k->loop_, this)) {}
@@ -32,6 +34,10 @@ namespace {
 std::uint64_t ms_until(std::chrono::steady_clock::time_point t) {
   auto left = std::chrono::ceil<milliseconds>(t - std::chrono::steady_clock::now()).count();
   return static_cast<std::uint64_t>(std::max<long long>(left, 0));
+}
+
+milliseconds default_every(milliseconds ttl) {
+  return std::max(ttl / 3, milliseconds{1});
 }
 
 // How early a renewal may go to share a batch: a tenth of the hold's period.
@@ -54,8 +60,9 @@ void Keeper::keep(const Lock& lock, KeepOptions options, OnLost on_lost, OnRenew
     hooks_.post([on_lost = std::move(on_lost)] { on_lost(make_error_code(errc::invalid_argument)); });
     return;
   }
-  milliseconds every = options.every.count() > 0 ? options.every : std::max(lock.ttl / 3, milliseconds{1});
-  auto hold = std::make_unique<Hold>(this, lock, every, std::move(on_lost));
+  bool from_ttl = options.every.count() == 0;
+  milliseconds every = from_ttl ? default_every(lock.ttl) : options.every;
+  auto hold = std::make_unique<Hold>(this, lock, every, from_ttl, std::move(on_lost));
   hold->on_renewed = std::move(on_renewed);
   arm_expiry(*hold);
   if (options.max_hold.count() > 0) {
@@ -158,6 +165,30 @@ void Keeper::renewed(const std::string& value, std::error_code error, TimePoint 
   if (hold.on_renewed) {
     auto told = hold.on_renewed;  // the callback may unlock, ending the hold
     told(valid_until);
+  }
+}
+
+void Keeper::extend_failed(const std::string& value, std::error_code error) {
+  auto it = holds_.find(value);
+  if (it == holds_.end() || error == errc::invalid_argument || error == errc::closed) return;
+  end(*it->second, static_cast<errc>(error.value()), true);
+}
+
+void Keeper::extended(const Lock& lock) {
+  auto it = holds_.find(lock.value);
+  if (it == holds_.end()) return;
+  Hold& hold = *it->second;
+  // Answers come in the order the masters ran the commands: whichever of a
+  // renewal and this extension answers last set the keys last.
+  hold.lock.ttl = lock.ttl;
+  hold.lock.valid_until = lock.valid_until;
+  if (hold.every_from_ttl) hold.every = default_every(lock.ttl);
+  arm_expiry(hold);
+  schedule(hold, uv_now(loop_) + static_cast<std::uint64_t>(hold.every.count()));
+  arm();
+  if (hold.on_renewed) {
+    auto told = hold.on_renewed;
+    told(lock.valid_until);
   }
 }
 

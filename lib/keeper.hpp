@@ -58,6 +58,13 @@ class Keeper {
   /// renewal in flight was written before the unlock on every connection, so
   /// it cannot outlive it.
   void forget(const std::string& value);
+  /// The caller extended (or continued) a lock, maybe kept: a kept one is
+  /// renewed to the new ttl from now on (its period too, when it was the
+  /// default ttl / 3), and its validity is the extension's.
+  void extended(const Lock& lock);
+  /// The caller's extension of the lock with `value` failed: a kept one's
+  /// hold ends with that error, unless nothing was sent (invalid_argument).
+  void extend_failed(const std::string& value, std::error_code error);
   /// The Client is closing: every hold ends with errc::closed.
   void close();
 

@@ -40,6 +40,24 @@ TEST_CASE("a kept LockGuard holds past its ttl and unlocks at scope exit", "[gua
   CHECK(held_nowhere(masters, "guarded"));
 }
 
+TEST_CASE("extend on a kept LockGuard moves valid_until and the renewals to the new ttl", "[guard]") {
+  Cluster masters(3);
+  Redlock redlock(masters.options());
+  Result<Lock> lock = redlock.try_lock("stretched-guard", 300ms);
+  REQUIRE(lock);
+  LockGuard guard(redlock, *lock, {});
+  REQUIRE_FALSE(guard.extend(5000ms));
+  CHECK(guard.lock().ttl == 5000ms);
+  CHECK(guard.valid_until() == guard.lock().valid_until);
+  CHECK(guard.valid_until() > steady::now() + 4000ms);
+  // The next renewal comes a third of the new ttl later, and renews to it;
+  // at the old ttl it would leave at most 300 ms on the masters.
+  auto extended = guard.valid_until();
+  REQUIRE(eventually([&] { return guard.valid_until() > extended; }, 4s));
+  for (std::size_t i = 0; i < masters.size(); ++i) CHECK(masters[i].pttl("stretched-guard") > 3000);
+  CHECK_FALSE(guard.lost());
+}
+
 TEST_CASE("a kept LockGuard's loss is seen from other threads, and called back once", "[guard]") {
   Cluster masters(3);
   Redlock redlock(masters.options());

@@ -95,6 +95,38 @@ TEST_CASE("a refused renewal is reported once, as not_held", "[keep]") {
   REQUIRE(loop.close());
 }
 
+TEST_CASE("extending a kept lock moves its renewals to the new ttl; a refused extension ends the hold",
+          "[keep]") {
+  Cluster masters(3);
+  LoopFixture loop;
+  {
+    Client client(loop.get(), masters.options());
+    Answer a = try_lock(loop, client, "stretched", 300ms);
+    REQUIRE_FALSE(a.error);
+    Lost lost;
+    int renewals = 0;
+    client.keep(a.lock, {}, lost.callback(), [&](steady::time_point) { ++renewals; });
+    Answer longer = extend(loop, client, a.lock, 3000ms);
+    REQUIRE_FALSE(longer.error);
+    CHECK(renewals == 1);  // the extension counts as one, with its validity
+    // Renewing at the old ttl would leave at most 300 ms on the masters; the
+    // period follows the ttl too (1 s), so wait for one renewal after it.
+    REQUIRE(loop.run_until([&] { return renewals >= 2; }, 3000ms));
+    for (std::size_t i = 0; i < masters.size(); ++i) CHECK(masters[i].pttl("stretched") > 1500);
+    CHECK(lost.calls.empty());
+
+    for (std::size_t i = 0; i < 2; ++i) masters[i].set("stretched", "someone-else", 10s);
+    Answer refused = extend(loop, client, longer.lock, 3000ms);
+    CHECK(refused.error == errc::not_held);
+    REQUIRE(loop.run_until([&] { return !lost.calls.empty(); }, 1000ms));
+    loop.run_until([] { return false; }, 300ms);  // a second notice would come within this
+    REQUIRE(lost.calls.size() == 1);
+    CHECK(lost.calls[0] == errc::not_held);
+    CHECK(gone_everywhere(masters, "stretched", a.lock.value));
+  }
+  REQUIRE(loop.close());
+}
+
 TEST_CASE("a stalled loop learns first that the validity ran out: expired", "[keep]") {
   Cluster masters(3);
   LoopFixture loop;

@@ -81,7 +81,9 @@ class REDLOCK_API Client {
   /// (errc::expired, seen by a timer at valid_until, so a stalled loop reports
   /// it first thing; the lock is released), max_hold reached (errc::timeout;
   /// the lock is released), or close() (errc::closed). After unlock(lock),
-  /// on_lost never runs and no renewal outlives the unlock.
+  /// on_lost never runs and no renewal outlives the unlock. extend() and
+  /// continue_lock() of a kept lock move its renewals to their ttl; a refused
+  /// one ends the hold with its error.
   /// Renewals due within a tenth of their period of one another go to each
   /// master as one script call (up to 1,000 locks each).
   /// `on_renewed` (may be empty) is told the new valid_until after each
