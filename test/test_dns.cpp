@@ -134,6 +134,9 @@ TEST_CASE("masters addressed by name lock while the lookups of two other masters
     options.masters = {by_name("a.hang.test"), by_name("b.hang.test")};
     for (std::size_t i = 0; i < healthy.size(); ++i)
       options.masters.push_back(by_name("localhost", healthy[i].port()));
+    // Each attempt needs all three healthy votes: 50 ms was too short under a
+    // parallel test run. The hanging masters' cycles depend on connect_timeout.
+    options.command_timeout = scaled(500ms);
     Client client(loop.get(), options);
     // Spread over about two seconds: several connect_timeout + backoff cycles
     // of the hanging masters, each of which used to start a new lookup.
