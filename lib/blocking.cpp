@@ -139,13 +139,14 @@ class Redlock::Impl {
     return std::move(lock);
   }
 
-  /// Client::master_errors, asked on the loop thread.
-  std::vector<MasterError> master_errors() {
-    auto answer = std::make_shared<std::promise<std::vector<MasterError>>>();
+  /// `ask(client)`, run on the loop thread; T{} once the loop is stopping.
+  template <class T, class Ask>
+  T ask(Ask ask) {
+    auto answer = std::make_shared<std::promise<T>>();
     auto future = answer->get_future();
-    bool queued = submit([answer](Client& client) {
+    bool queued = submit([answer, ask](Client& client) {
       try {
-        answer->set_value(client.master_errors());
+        answer->set_value(ask(client));
       } catch (...) {
         answer->set_exception(std::current_exception());
       }
@@ -245,7 +246,11 @@ std::error_code Redlock::unlock(const Lock& lock) {
 }
 
 std::vector<MasterError> Redlock::master_errors() {
-  return impl_->master_errors();
+  return impl_->ask<std::vector<MasterError>>([](Client& c) { return c.master_errors(); });
+}
+
+Stats Redlock::stats() {
+  return impl_->ask<Stats>([](Client& c) { return c.stats(); });
 }
 
 void Redlock::keep(const Lock& lock, KeepOptions options, std::function<void(std::error_code)> on_lost,

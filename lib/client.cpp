@@ -86,6 +86,7 @@ class Client::Impl final : public Context {
       if (!wrong.empty()) refused = errc::invalid_argument;
     }
     if (refused != errc{}) {
+      Operation::count(*this, kind, make_error_code(refused));
       // Which argument was wrong goes to the diagnostics, on the same later turn.
       std::function<void(std::string_view)> say;
       if (!wrong.empty() && options.diagnostics) say = options.diagnostics;
@@ -136,6 +137,22 @@ class Client::Impl final : public Context {
       }
       if (cb) cb(error, std::move(l));
     };
+  }
+
+  Stats stats() const {
+    Stats s;
+    s.masters.reserve(masters.size());
+    for (const auto& m : masters) s.masters.push_back(m->stats());
+    s.acquire = calls.acquire;
+    s.extend = calls.extend;
+    s.continue_lock = calls.continue_lock;
+    s.unlock = calls.unlock;
+    s.acquire_latency = calls.acquire_latency;
+    s.unlock_latency = calls.unlock_latency;
+    s.lost = keeper.lost();
+    s.renewals = keeper.renewals();
+    s.kept = keeper.kept();
+    return s;
   }
 
   std::vector<MasterError> master_errors() const {
@@ -271,6 +288,10 @@ void Client::close(std::function<void()> cb) {
 
 std::vector<MasterError> Client::master_errors() const {
   return impl_->master_errors();
+}
+
+Stats Client::stats() const {
+  return impl_->stats();
 }
 
 }  // namespace redlock

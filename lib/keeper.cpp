@@ -161,6 +161,7 @@ void Keeper::renewed(const std::string& value, std::error_code error, TimePoint 
     return;
   }
   hold.lock.valid_until = valid_until;
+  ++renewals_;
   arm_expiry(hold);
   if (hold.on_renewed) {
     auto told = hold.on_renewed;  // the callback may unlock, ending the hold
@@ -212,6 +213,7 @@ void Keeper::end(Hold& hold, errc why, bool release) {
   auto it = holds_.find(hold.lock.value);
   if (it == holds_.end()) return;
   Lock lock = hold.lock;
+  lost_.count(make_error_code(why));
   // Until it runs, an unlock(lock) still cancels the notice (forget()).
   auto notice = std::make_shared<OnLost>(std::move(hold.on_lost));
   erase(it);

@@ -5,6 +5,7 @@
 #include <redlock/error.hpp>
 #include <redlock/lock.hpp>
 #include <redlock/options.hpp>
+#include <redlock/stats.hpp>
 
 #include <cstdint>
 #include <functional>
@@ -68,6 +69,13 @@ class Keeper {
   /// The Client is closing: every hold ends with errc::closed.
   void close();
 
+  /// Holds that ended other than by forget(), by the error on_lost got.
+  const Outcomes& lost() const { return lost_; }
+  /// Renewals that succeeded.
+  std::uint64_t renewals() const { return renewals_; }
+  /// Holds now.
+  std::size_t kept() const { return holds_.size(); }
+
  private:
   struct Hold;
   using Due = std::pair<std::uint64_t, Hold*>;  // (uv_now() ms, hold)
@@ -91,6 +99,8 @@ class Keeper {
   std::size_t prune_at_ = 64;
   Timer tick_;
   std::uint64_t armed_for_ = 0;  // when tick_ fires; 0 when stopped
+  Outcomes lost_;
+  std::uint64_t renewals_ = 0;
 };
 
 }  // namespace redlock

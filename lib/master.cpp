@@ -1,5 +1,7 @@
 #include "master.hpp"
 
+#include "vote.hpp"
+
 #include <netdb.h>
 #include <sys/socket.h>
 
@@ -239,6 +241,7 @@ void Master::send(std::shared_ptr<const Command> command, std::weak_ptr<ReplyHan
   std::uint64_t vote_deadline = after(now, config_.command_timeout);
   Pending p{std::move(command), std::move(handler), vote_deadline,
             std::max(vote_deadline, after(now, patience))};
+  p.vote = !p.handler.expired();
   if (connected()) {
     out_ += p.command->encoded();
     p.stage = Stage::buffered;
@@ -256,9 +259,11 @@ void Master::flush() {
   // loop busy since must not cost their votes).
   uv_update_time(loop_);
   std::uint64_t reply_deadline = after(uv_now(loop_), config_.command_timeout);
+  std::uint64_t written_ns = uv_hrtime();
   for (auto it = pending_.rbegin(); it != pending_.rend() && it->stage == Stage::buffered; ++it) {
     it->stage = Stage::written;
     it->reply_deadline = reply_deadline;
+    it->written_ns = written_ns;
   }
   arm_timer();
   std::size_t written = 0;
@@ -630,6 +635,27 @@ std::string Master::trouble() const {
   return "in restart quarantine";
 }
 
+MasterStats Master::stats() const {
+  MasterStats s;
+  s.endpoint = config_.endpoint.to_string();
+  s.cause = trouble();
+  if (voting()) {
+    s.state = MasterState::up;
+  } else if (state_ == State::ready && is_master_) {
+    s.state = MasterState::quarantined;
+  } else if (state_ == State::ready || !cause_.empty()) {
+    s.state = MasterState::down;  // not a master, or something failed
+  }
+  s.role = role_;
+  s.votes_granted = counters_.granted;
+  s.votes_refused = counters_.refused;
+  s.votes_failed = counters_.failed;
+  s.timeouts = counters_.timeouts;
+  s.reconnects = connections_ > 0 ? connections_ - 1 : 0;
+  s.rtt = counters_.rtt;
+  return s;
+}
+
 void Master::parse_info(const std::string& info) {
   auto field = [&info](std::string_view name) -> std::string {
     std::string key = "\n" + std::string(name) + ":";
@@ -652,6 +678,7 @@ void Master::parse_info(const std::string& info) {
   uptime_at_connect_ = std::chrono::seconds{seconds};
 
   std::string role = field("role");
+  role_ = role;
   is_master_ = role == "master";
   if (!is_master_)
     warn("its role is " + (role.empty() ? "unknown" : role) + ", not master: it does not vote");
@@ -676,6 +703,7 @@ void Master::warn(const std::string& message) const {
 void Master::on_command_reply(const Reply& reply) {
   Pending p = std::move(pending_.front());
   pending_.pop_front();
+  counters_.round_trip(std::chrono::microseconds((uv_hrtime() - p.written_ns) / 1000));
   if (reply.is_error() && reply.error_code() == "NOSCRIPT" && p.command->script()) {
     if (on_noscript(p)) return;
   } else if (!reply.is_error() && !p.command->expects(reply)) {
@@ -722,12 +750,40 @@ bool Master::on_noscript(Pending& p) {
 void Master::deliver(Pending& p, const Reply* reply, Failure why) {
   if (p.answered) return;
   p.answered = true;
+  if (!reply && why == Failure::timeout) ++counters_.timeouts;
+  count_vote(p, reply);
   std::shared_ptr<ReplyHandler> handler = p.handler.lock();
   if (!handler) return;
   if (reply) {
     handler->on_reply(*this, *reply);
   } else {
     handler->on_failure(*this, why);
+  }
+}
+
+// Every vote asked of this master counts, also one that arrives after its
+// round decided. A renewal batch holds one vote per lock.
+void Master::count_vote(const Pending& p, const Reply* reply) {
+  if (!p.vote) return;
+  std::uint64_t votes = std::max<std::size_t>(1, p.command->batch());
+  if (!reply || !voting()) {
+    counters_.failed += votes;
+    return;
+  }
+  if (p.command->batch() > 0 && reply->type == Reply::Type::string) {
+    for (char c : reply->str) ++(c == '1' ? counters_.granted : counters_.refused);
+    return;
+  }
+  switch (classify(*reply)) {
+    case Vote::yes:
+      counters_.granted += votes;
+      break;
+    case Vote::no:
+      counters_.refused += votes;
+      break;
+    case Vote::failed:
+      counters_.failed += votes;
+      break;
   }
 }
 
@@ -814,6 +870,8 @@ void Master::fail_expired_in_handshake(std::uint64_t now) {
     if (p.stage != Stage::written || p.reply_deadline > now) break;
     if (p.answered) continue;
     p.answered = true;
+    ++counters_.timeouts;
+    count_vote(p, nullptr);
     expired.push_back(p.handler);
   }
   arm_timer();
@@ -864,6 +922,8 @@ void Master::expire_queued(std::uint64_t now) {
   for (Pending& p : pending_) {
     if (p.answered || p.vote_deadline > now) continue;
     p.answered = true;
+    ++counters_.timeouts;
+    count_vote(p, nullptr);
     failed.push_back(p.handler);
   }
   pending_.erase(std::remove_if(pending_.begin(), pending_.end(),

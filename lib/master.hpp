@@ -3,6 +3,7 @@
 #include <uv.h>
 
 #include <redlock/options.hpp>
+#include <redlock/stats.hpp>
 
 #include <chrono>
 #include <cstdint>
@@ -49,6 +50,8 @@ class Command {
 
   std::string_view encoded() const { return encoded_.bytes(); }
   const Script* script() const { return script_; }
+  /// Expect::flags: the locks it covers (one vote each); 0 otherwise.
+  std::size_t batch() const { return expect_ == Expect::flags ? keys_ : 0; }
   /// Whether `reply` (not an error) is one this command can get.
   bool expects(const Reply& reply) const;
   /// The EVAL form, for a master that lost its scripts.
@@ -100,6 +103,20 @@ struct MasterConfig {
   std::function<void(Master&)> on_ready;
 };
 
+/// What was seen of one master's votes and replies (Client::stats()).
+struct MasterCounters {
+  std::uint64_t granted = 0;
+  std::uint64_t refused = 0;
+  std::uint64_t failed = 0;
+  std::uint64_t timeouts = 0;
+  std::chrono::microseconds rtt{0};  // smoothed, 0 before the first reply
+
+  /// Folds in one round trip: rtt += (sample - rtt) / 8, as TCP's SRTT.
+  void round_trip(std::chrono::microseconds sample) {
+    rtt = rtt.count() == 0 ? sample : rtt + (sample - rtt) / 8;
+  }
+};
+
 /// One connection to one master: connect (name resolution, TCP or Unix
 /// socket), a pipelined handshake (AUTH, SELECT, SCRIPT LOAD, INFO server),
 /// a FIFO of commands awaiting replies, one deadline timer, and reconnect with
@@ -144,6 +161,8 @@ class Master {
   /// diagnostics line (without the endpoint), or why it does not vote; empty
   /// when it votes and its last answer was good.
   std::string trouble() const;
+  /// Its state, role and counters for Client::stats().
+  MasterStats stats() const;
 
   struct Socket;
   struct SocketCloser {
@@ -161,9 +180,11 @@ class Master {
     std::uint64_t vote_deadline;     // queued: when its vote fails (uv_now() ms)
     std::uint64_t give_up;           // queued: when its bytes are dropped unsent
     std::uint64_t reply_deadline{};  // written: when its reply is late
+    std::uint64_t written_ns = 0;    // written: uv_hrtime() then, for the round-trip time
     Stage stage = Stage::queued;
     bool answered = false;  // its handler has been told; a reply may still be due
     bool rerun = false;     // already re-sent with EVAL after NOSCRIPT
+    bool vote = false;      // sent with a handler: its answer is a vote
   };
   enum class Step { auth, select, load_script, info };
 
@@ -204,6 +225,7 @@ class Master {
   void expire_queued(std::uint64_t now);
   long send_now(const char* data, std::size_t size);
   void deliver(Pending& p, const Reply* reply, Failure why);
+  void count_vote(const Pending& p, const Reply* reply);
 
   friend struct Callbacks;
 
@@ -243,7 +265,8 @@ class Master {
   Handle<uv_prepare_t> flusher_;
 
   std::string run_id_;
-  bool is_master_ = false;  // INFO role at the last connect
+  std::string role_;        // INFO role at the last connect
+  bool is_master_ = false;  // role_ is master
   std::chrono::milliseconds uptime_at_connect_{0};
   std::chrono::steady_clock::time_point connected_at_{};
   std::uint64_t connections_ = 0;
@@ -253,6 +276,7 @@ class Master {
   std::string cause_;
   bool cause_before_ready_ = false;
   bool cause_said_ = false;
+  MasterCounters counters_;
 };
 
 }  // namespace redlock

@@ -401,9 +401,38 @@ void Operation::finish(std::error_code error) {
   // deep inside its own call stack now).
   context_.post([cb = std::move(cb), error, lock = std::move(lock), self = context_.retire(*this),
                  alive = context_.alive()]() mutable {
-    if (!error && self && !alive.expired()) error = self->check_on_arrival(lock);
+    if (self && !alive.expired()) {
+      if (!error) error = self->check_on_arrival(lock);
+      self->count(error);
+    }
     cb(error, error ? Lock{} : std::move(lock));
   });
+}
+
+void Operation::count(std::error_code answer) {
+  count(context_, kind_, answer,
+        std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - called_at_));
+}
+
+void Operation::count(Context& context, Kind kind, std::error_code answer,
+                      std::optional<std::chrono::microseconds> took) {
+  CallStats& calls = context.calls;
+  switch (kind) {
+    case Kind::acquire:
+      calls.acquire.count(answer);
+      if (took) calls.acquire_latency.record(*took);
+      break;
+    case Kind::extend:
+      calls.extend.count(answer);
+      break;
+    case Kind::continue_lock:
+      calls.continue_lock.count(answer);
+      break;
+    case Kind::unlock:
+      calls.unlock.count(answer);
+      if (took) calls.unlock_latency.record(*took);
+      break;
+  }
 }
 
 // The answer runs on a later loop turn than the decision. If the caller's
@@ -425,6 +454,7 @@ void Operation::cancel() {
   retry_timer_.close();
   enlisted_ = false;  // the client is closing: no line to leave, nobody to wake
   if (!cb_) return;
+  count(make_error_code(errc::closed));
   auto cb = std::exchange(cb_, nullptr);
   context_.post([cb = std::move(cb)] { cb(make_error_code(errc::closed), Lock{}); });
 }

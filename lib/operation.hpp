@@ -4,9 +4,11 @@
 
 #include <redlock/lock.hpp>
 #include <redlock/options.hpp>
+#include <redlock/stats.hpp>
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <random>
 #include <system_error>
 #include <vector>
@@ -20,6 +22,16 @@
 namespace redlock {
 
 class Operation;
+
+/// Calls by kind and outcome, and how long they took (Client::stats()).
+struct CallStats {
+  Outcomes acquire;
+  Outcomes extend;
+  Outcomes continue_lock;
+  Outcomes unlock;
+  LatencyHistogram acquire_latency;
+  LatencyHistogram unlock_latency;
+};
 
 /// What operations share: the masters, the options, the clock, and the way
 /// back to the caller. Client::Impl provides it.
@@ -43,6 +55,7 @@ class Context {
   const Options options;
   const ClockSource clock;
   std::mt19937_64 rng;
+  CallStats calls;
   // masters is declared last among the shared state: a Master's callbacks
   // reach operations, which use everything above.
   std::vector<std::unique_ptr<Master>> masters;
@@ -75,6 +88,10 @@ class Operation final : public Waiters::Waiter {
   /// a wait) or not_acquired (the retry-count form) while others held it.
   void wait_until(std::uint64_t deadline, bool answer_timeout);
   void start();
+  /// Counts an answer of a call of `kind` in context.calls; `took` (from the
+  /// call to the answer) goes to the latency histograms when given.
+  static void count(Context& context, Kind kind, std::error_code answer,
+                    std::optional<std::chrono::microseconds> took = std::nullopt);
   /// Where the owner keeps this operation (Client::Impl's registry).
   std::size_t registry_slot = 0;
   /// The client is closing: release what a round in flight may take, answer
@@ -104,9 +121,11 @@ class Operation final : public Waiters::Waiter {
   void release_everywhere(std::string_view value, bool partial = false);
   void finish(std::error_code error);
   std::error_code check_on_arrival(const Lock& lock);
+  void count(std::error_code answer);
 
   Context& context_;
   Kind kind_;
+  std::chrono::steady_clock::time_point called_at_ = std::chrono::steady_clock::now();
   Lock lock_;
   milliseconds ttl_;
   int attempts_left_;

@@ -7,37 +7,6 @@
 
 namespace redlock {
 
-namespace {
-
-// The fencing scripts answer {result, counter} (the Master checked the shape
-// of a script's reply).
-bool with_counter(const Reply& reply) {
-  return reply.type == Reply::Type::array && reply.elements.size() == 2;
-}
-
-const Reply& result_of(const Reply& reply) {
-  return with_counter(reply) ? reply.elements[0] : reply;
-}
-
-}  // namespace
-
-Vote classify(const Reply& answer) {
-  const Reply& reply = result_of(answer);
-  switch (reply.type) {
-    case Reply::Type::status:
-      return reply.str == "OK" ? Vote::yes : Vote::failed;
-    case Reply::Type::integer:
-      return reply.integer > 0 ? Vote::yes : Vote::no;
-    case Reply::Type::nil:
-      return Vote::no;
-    case Reply::Type::string:
-    case Reply::Type::array:
-    case Reply::Type::error:
-      return Vote::failed;
-  }
-  return Vote::failed;
-}
-
 Round::Round(Token, int n, TimePoint t0, Decided decided, Decide rule)
     : n_(n), rule_(rule), t0_(t0), decided_(std::move(decided)) {
   if (static_cast<std::size_t>(n) > yes_inline_.size()) yes_overflow_.reserve(static_cast<std::size_t>(n));

@@ -10,17 +10,9 @@
 
 #include "clock.hpp"
 #include "master.hpp"
+#include "vote.hpp"
 
 namespace redlock {
-
-/// How one master's answer counts.
-enum class Vote { yes, no, failed };
-
-/// Yes: "OK" or a positive integer (SET NX succeeded, a script acted on our
-/// value). No: nil or 0 (another value is there, or none). Failed: an error
-/// reply (LOADING, READONLY, OOM, MISCONF, ...) or anything else. A fencing
-/// script's {result, counter} counts as its result.
-Vote classify(const Reply& reply);
 
 struct Tally {
   int yes = 0;

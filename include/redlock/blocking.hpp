@@ -5,6 +5,7 @@
 #include <redlock/lock.hpp>
 #include <redlock/options.hpp>
 #include <redlock/result.hpp>
+#include <redlock/stats.hpp>
 
 #include <chrono>
 #include <functional>
@@ -43,6 +44,9 @@ class REDLOCK_API Redlock {
   /// See Client::master_errors; asked of the loop thread, so it waits for
   /// that thread's current work. Empty once the Redlock is being destroyed.
   std::vector<MasterError> master_errors();
+  /// See Client::stats; asked of the loop thread, like master_errors().
+  /// Empty once the Redlock is being destroyed.
+  Stats stats();
   /// Client::keep on the loop thread: renews `lock` until unlock(lock).
   /// `on_lost` (may be empty) runs on the loop thread, at most once, if the
   /// hold ends other than by unlock(); errc::closed at once on this thread

@@ -4,6 +4,7 @@
 #include <redlock/export.hpp>
 #include <redlock/lock.hpp>
 #include <redlock/options.hpp>
+#include <redlock/stats.hpp>
 
 #include <chrono>
 #include <functional>
@@ -103,6 +104,11 @@ class REDLOCK_API Client {
   /// fine (and after close()). Ask it when a call failed with
   /// errc::unavailable to learn which masters failed and why. Loop thread only.
   std::vector<MasterError> master_errors() const;
+  /// A snapshot of this Client's counters: per master its state, role,
+  /// votes, timeouts, reconnects and round-trip time; calls by kind and
+  /// outcome; acquire and unlock latencies. After close(), the masters are
+  /// gone from it and the call counters stay. Loop thread only.
+  Stats stats() const;
 
   class Impl;
 

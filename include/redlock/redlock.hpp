@@ -9,4 +9,5 @@
 #include <redlock/lock.hpp>
 #include <redlock/options.hpp>
 #include <redlock/result.hpp>
+#include <redlock/stats.hpp>
 #include <redlock/version.hpp>
