@@ -314,6 +314,8 @@ TEST_CASE("status text and JSON say the same thing", "[cli][status]") {
   CHECK(j["voting"].number == 2);
   CHECK(j["masters"][0]["uptime_s"].number == 3700);
   CHECK(j["masters"][0]["rtt_us"].number == 250);
+  CHECK(j["masters"][0]["state"].string == "up");
+  CHECK(j["masters"][1]["state"].string == "down");
   CHECK(j["masters"][1]["error"].string == "no answer within 250 ms");
   CHECK(j["resources"][0]["held"].boolean);
   CHECK(j["resources"][0]["masters"][0]["ttl_ms"].number == 9000);
@@ -326,6 +328,7 @@ TEST_CASE("status text and JSON say the same thing", "[cli][status]") {
     CHECK_THAT(redlock::cli::status_text(i), Catch::Contains("in restart quarantine for 1.5s"));
     redlock::test::Json q = redlock::test::Json::parse(redlock::cli::status_json(i));
     CHECK(q["voting"].number == 1);
+    CHECK(q["masters"][0]["state"].string == "quarantined");
     CHECK(q["resources"][0]["resource"].string == "a \"quoted\"\\name\n");
   }
 }

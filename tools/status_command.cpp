@@ -14,10 +14,17 @@ std::size_t majority(std::size_t n) {
   return n / 2 + 1;
 }
 
+// In Client::stats()'s words (MasterStats::state): a one-shot inspection
+// is never still connecting.
+MasterState state_of(const MasterReport& m) {
+  if (!m.reachable || m.role != "master") return MasterState::down;
+  return m.quarantined ? MasterState::quarantined : MasterState::up;
+}
+
 std::size_t voting(const Inspection& inspection) {
   std::size_t count = 0;
   for (const MasterReport& m : inspection.masters) {
-    if (m.reachable && m.role == "master" && !m.quarantined) ++count;
+    if (state_of(m) == MasterState::up) ++count;
   }
   return count;
 }
@@ -104,7 +111,8 @@ std::string status_json(const Inspection& inspection) {
   for (std::size_t i = 0; i < n; ++i) {
     const MasterReport& m = inspection.masters[i];
     if (i > 0) out += ",";
-    out += "{\"endpoint\":" + json_string(m.endpoint) + ",\"reachable\":" + (m.reachable ? "true" : "false");
+    out += "{\"endpoint\":" + json_string(m.endpoint) + ",\"state\":" + json_string(to_string(state_of(m))) +
+           ",\"reachable\":" + (m.reachable ? "true" : "false");
     if (!m.reachable) {
       out += ",\"error\":" + json_string(m.error) + "}";
       continue;
