@@ -7,6 +7,7 @@
 //   bench_acquire --smoke              a few hundred iterations, for CI
 //   bench_acquire --cycles K           only K async try_lock+unlock cycles at N = 5 (for callgrind)
 //   bench_acquire --fencing            only async try_lock with and without Options::fencing
+//   bench_acquire --tls                only async try_lock over rediss:// and plain TCP, same masters
 
 #include <hiredis/hiredis.h>
 #include <sched.h>
@@ -33,6 +34,7 @@
 #include "alloc_counter.hpp"
 #include "floor.hpp"
 #include "stats.hpp"
+#include "support/certificates.hpp"
 #include "support/redis_server.hpp"
 
 using namespace std::chrono_literals;
@@ -65,6 +67,7 @@ struct Settings {
   int cycles = 0;          // callgrind mode
   bool smoke = false;
   bool fencing_only = false;  // --fencing
+  bool tls_only = false;      // --tls
 };
 
 std::vector<int> parse_ints(const std::string& list) {
@@ -96,6 +99,8 @@ Settings parse(int argc, char** argv) {
       s.cycles = std::stoi(value());
     } else if (arg == "--fencing") {
       s.fencing_only = true;
+    } else if (arg == "--tls") {
+      s.tls_only = true;
     } else if (arg == "--smoke") {
       s.smoke = true;
       s.ns = {1, 3};
@@ -134,12 +139,20 @@ class Masters {
  public:
   Masters(const Settings& s, bool pinned) {
     if (!s.ports.empty()) {
+      if (s.tls_only) throw std::invalid_argument("--tls starts its own masters: no --ports");
       ports_ = s.ports;
       return;
     }
+    redlock::test::ServerOptions server_options;
+    if (s.tls_only) {
+      certificates_ = std::make_unique<redlock::test::Certificates>();
+      const auto& c = *certificates_;
+      server_options.tls = redlock::test::ServerOptions::Tls{c.path("server.crt"), c.path("server.key"),
+                                                             c.path("ca.crt"), false};
+    }
     int n = *std::max_element(s.ns.begin(), s.ns.end());
     for (int i = 0; i < n; ++i) {
-      servers_.push_back(std::make_unique<redlock::test::RedisServer>());
+      servers_.push_back(std::make_unique<redlock::test::RedisServer>(server_options));
       ports_.push_back(servers_.back()->port());
       if (pinned) pin(servers_.back()->pid(), 1);
     }
@@ -158,11 +171,21 @@ class Masters {
     return o;
   }
 
+  /// The same masters over rediss:// (--tls).
+  redlock::Options tls_options(int n) const {
+    redlock::Options o = options(n);
+    for (int i = 0; i < n; ++i)
+      o.masters[static_cast<std::size_t>(i)] = servers_.at(static_cast<std::size_t>(i))->tls_endpoint();
+    o.tls.ca_file = certificates_->path("ca.crt");
+    return o;
+  }
+
   redlock::test::RedisServer* server(int i) {
     return i < static_cast<int>(servers_.size()) ? servers_[i].get() : nullptr;
   }
 
  private:
+  std::unique_ptr<redlock::test::Certificates> certificates_;  // --tls; outlives the servers
   std::vector<std::unique_ptr<redlock::test::RedisServer>> servers_;
   std::vector<int> ports_;
 };
@@ -502,6 +525,12 @@ class Report {
         Percentiles f = median_of(floor->second);
         line.add("p50_vs_floor", m.p50 / f.p50).add("p99_vs_floor", m.p99 / f.p99);
       }
+      // A variant (-tls, -fencing) against plain redlock-async in the same run.
+      auto plain = runs_.find({key.bench, "redlock-async", key.masters});
+      if (plain != runs_.end() && key.impl.rfind("redlock-async-", 0) == 0) {
+        Percentiles p = median_of(plain->second);
+        line.add("p50_vs_async", m.p50 / p.p50).add("p99_vs_async", m.p99 / p.p99);
+      }
       auto one = runs_.find({key.bench, key.impl, 1});
       if (one != runs_.end() && key.masters != 1) line.add("p50_vs_n1", m.p50 / median_of(one->second).p50);
       line.add("placement", placement_).print();
@@ -575,6 +604,19 @@ int run(const Settings& s) {
         report.latency("try_lock", "redlock-async", n, rep, async_latency(o, s.warmup, s.iterations, false));
         report.latency("try_lock", "redlock-async-fencing", n, rep,
                        async_latency(fenced, s.warmup, s.iterations, false));
+      }
+    }
+    report.summary();
+    return 0;
+  }
+  if (s.tls_only) {
+    // TLS's cost: the same masters over their TLS and their plain ports, alternating.
+    for (int rep = 1; rep <= s.repeat; ++rep) {
+      for (int n : s.ns) {
+        report.latency("try_lock", "redlock-async", n, rep,
+                       async_latency(masters.options(n), s.warmup, s.iterations, false));
+        report.latency("try_lock", "redlock-async-tls", n, rep,
+                       async_latency(masters.tls_options(n), s.warmup, s.iterations, false));
       }
     }
     report.summary();

@@ -39,6 +39,7 @@ class Client::Impl final : public Context {
       config.command_timeout = this->options.command_timeout;
       config.restart_quarantine = this->options.restart_quarantine;
       config.diagnostics = this->options.diagnostics;
+      if (config.endpoint.tls) config.tls = tls;
       masters.push_back(std::make_unique<Master>(loop, std::move(config), random_seed()));
     }
   }

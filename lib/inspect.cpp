@@ -11,6 +11,7 @@
 #include "deferred.hpp"
 #include "master.hpp"
 #include "quorum.hpp"
+#include "tls.hpp"
 #include "token.hpp"
 
 namespace redlock {
@@ -64,7 +65,8 @@ std::string failure_text(Failure why, milliseconds deadline) {
 
 class Inspector::Impl {
  public:
-  Impl(uv_loop_t* loop, Options options) : loop_(loop), options_(std::move(options)) {
+  Impl(uv_loop_t* loop, Options options)
+      : loop_(loop), options_(std::move(options)), tls_(TlsContext::for_options(options_)) {
     for (std::size_t i = 0; i < options_.masters.size(); ++i) {
       MasterConfig config;
       config.endpoint = options_.masters[i];
@@ -74,6 +76,7 @@ class Inspector::Impl {
       config.command_timeout = deadline();
       config.restart_quarantine = options_.restart_quarantine;
       config.diagnostics = options_.diagnostics;
+      if (config.endpoint.tls) config.tls = tls_;
       masters_.push_back(std::make_unique<Master>(loop, std::move(config), random_seed()));
     }
   }
@@ -268,6 +271,7 @@ class Inspector::Impl {
 
   uv_loop_t* loop_;
   Options options_;
+  std::shared_ptr<const TlsContext> tls_;
   Deferred::Ptr deferred_;
   bool closed_ = false;
   bool closing_ = false;  // inside close()

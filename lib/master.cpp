@@ -223,7 +223,12 @@ Master::Master(uv_loop_t* loop, MasterConfig config, std::uint64_t seed)
 Master::~Master() {
   // What the caller issued before closing (an unlock, a release) still goes
   // out, best effort: the kernel sends it before the FIN.
-  if (connected() && !out_.empty()) send_now(out_.data(), out_.size());
+  if (!connected() || out_.empty()) return;
+  if (tls_) {
+    if (!tls_->write(out_)) return;
+    out_ = tls_->take_output();
+  }
+  send_now(out_.data(), out_.size());
 }
 
 bool Master::voting() const {
@@ -266,30 +271,49 @@ void Master::flush() {
     it->written_ns = written_ns;
   }
   arm_timer();
+  write_out();
+}
+
+// Writes out_, through TLS for rediss://; false when the connection was lost.
+bool Master::write_out() {
+  if (tls_) {
+    if (!tls_->write(out_)) {
+      lost("TLS: " + tls_->error());
+      return false;
+    }
+    out_ = tls_->take_output();
+  }
+  return write_wire(out_);
+}
+
+// Sends `bytes` to the socket and empties it: at once as far as the socket
+// takes them, the rest through libuv once its buffer drains. False when the
+// connection was lost.
+bool Master::write_wire(std::string& bytes) {
   std::size_t written = 0;
   if (uv_stream_get_write_queue_size(&socket_->stream) == 0) {
-    long sent = send_now(out_.data(), out_.size());
+    long sent = send_now(bytes.data(), bytes.size());
     if (sent < 0) {
       lost("write failed");
-      return;
+      return false;
     }
     written = static_cast<std::size_t>(sent);
   }
-  if (written == out_.size()) {
-    out_.clear();
-    return;
+  if (written == bytes.size()) {
+    bytes.clear();
+    return true;
   }
-  // The socket buffer is full: libuv writes the rest when it drains.
   auto request = std::make_unique<WriteRequest>();
-  request->bytes = out_.substr(written);
-  out_.clear();
+  request->bytes = bytes.substr(written);
+  bytes.clear();
   request->request.data = request.get();
   uv_buf_t buf = uv_buf_init(request->bytes.data(), static_cast<unsigned>(request->bytes.size()));
   if (int rc = uv_write(&request->request, &socket_->stream, &buf, 1, Callbacks::on_written); rc != 0) {
     lost(std::string("write failed: ") + uv_strerror(rc));
-    return;
+    return false;
   }
   [[maybe_unused]] WriteRequest* in_flight = request.release();  // on_written frees it
+  return true;
 }
 
 // send() with MSG_NOSIGNAL rather than libuv's write(): a master that died
@@ -418,7 +442,26 @@ void Master::on_connected(int status) {
   failed_addresses_ = 0;  // trying_ stays: the next connection starts with the address that worked
   ++generation_;
   reader_ = std::make_unique<ReplyReader>();
+  heard_ = false;
+  if (config_.tls) {
+    tls_ = std::make_unique<TlsSession>(*config_.tls, config_.endpoint.host);
+    continue_tls_handshake();
+    return;
+  }
   start_handshake();
+}
+
+// rediss://: the TLS handshake comes first, within connect_timeout; AUTH and
+// the rest follow once it is done, encrypted.
+void Master::continue_tls_handshake() {
+  TlsSession::Progress progress = tls_->handshake();
+  std::string bytes = tls_->take_output();
+  if (!bytes.empty() && !write_wire(bytes)) return;
+  if (progress == TlsSession::Progress::failed) {
+    refused("TLS handshake failed: " + tls_->error());
+  } else if (progress == TlsSession::Progress::done) {
+    start_handshake();
+  }
 }
 
 // The handshake is pipelined with the commands that waited for the connection:
@@ -470,15 +513,51 @@ bool Master::awaiting_reply() const {
 void Master::on_read(ssize_t nread, const uv_buf_t* buf) {
   if (nread == 0) return;
   if (nread < 0) {
-    lost(nread == UV_EOF ? "the server closed the connection"
-                         : std::string("connection lost: ") + uv_strerror(static_cast<int>(nread)));
+    lost(closed(nread == UV_EOF ? "the server closed the connection"
+                                : std::string("connection lost: ") + uv_strerror(static_cast<int>(nread))));
     return;
   }
+  heard_ = true;
+  if (tls_) {
+    on_tls_bytes(buf->base, static_cast<std::size_t>(nread));
+  } else {
+    on_plaintext(buf->base, static_cast<std::size_t>(nread));
+  }
+}
+
+// What a closed connection says, with a hint when TLS is the likely cause:
+// a TLS port closes on a plain client before any reply, and a plain port
+// never finishes a TLS handshake.
+std::string Master::closed(std::string why) const {
+  if (tls_ && !tls_->handshake_done()) {
+    why += " during the TLS handshake";
+  } else if (!tls_ && !heard_ && config_.endpoint.unix_socket.empty()) {
+    why += " before any reply (is this a TLS port? use rediss://)";
+  }
+  return why;
+}
+
+void Master::on_tls_bytes(const char* data, std::size_t size) {
+  std::uint64_t generation = generation_;
+  tls_->receive(data, size);
+  if (!tls_->handshake_done()) {
+    continue_tls_handshake();
+    if (generation != generation_ || !tls_->handshake_done()) return;
+  }
+  std::string plain;
+  bool ok = tls_->read(plain);
+  std::string bytes = tls_->take_output();  // TLS may answer what it read
+  if (!bytes.empty() && !write_wire(bytes)) return;
+  if (!plain.empty()) on_plaintext(plain.data(), plain.size());
+  if (!ok && generation == generation_) lost("TLS: " + tls_->error());
+}
+
+void Master::on_plaintext(const char* data, std::size_t size) {
   if (!awaiting_reply() && !config_.subscriber) {
     protocol_error("sent bytes nobody asked for");
     return;
   }
-  if (!reader_->feed(buf->base, static_cast<std::size_t>(nread))) {
+  if (!reader_->feed(data, size)) {
     protocol_error(reader_->error());
     return;
   }
@@ -517,8 +596,8 @@ void Master::read_now() {
     if (n < 0 && errno == EINTR) continue;
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
     if (n <= 0) {
-      lost(n == 0 ? "the server closed the connection"
-                  : std::string("connection lost: ") + std::strerror(errno));
+      lost(closed(n == 0 ? "the server closed the connection"
+                         : std::string("connection lost: ") + std::strerror(errno)));
       return;
     }
     uv_buf_t buf = uv_buf_init(read_buffer_.data(), static_cast<unsigned>(n));
@@ -609,6 +688,8 @@ std::string Master::connect_timed_out() const {
     case State::resolving:
       return "no answer from DNS for '" + config_.endpoint.host + "' " + limit;
     case State::connecting:
+      if (tls_)
+        return "connected, but no TLS handshake " + limit + " (does the server speak TLS on this port?)";
       return "no connection " + limit;
     case State::handshaking:
       return "connected, but no answer to AUTH/SELECT/SCRIPT LOAD/INFO " + limit;
@@ -791,6 +872,7 @@ void Master::drop(Failure why) {
   bool was_ready = state_ == State::ready;
   socket_.reset();
   reader_.reset();
+  tls_.reset();
   ++generation_;
   handshake_.clear();
   out_.clear();

@@ -19,6 +19,7 @@
 #include "resolver.hpp"
 #include "resp.hpp"
 #include "scripts.hpp"
+#include "tls.hpp"
 #include "uv_handle.hpp"
 
 namespace redlock {
@@ -94,6 +95,7 @@ struct MasterConfig {
   std::chrono::milliseconds reconnect_base{20};
   std::chrono::milliseconds reconnect_cap{1000};
   std::function<void(std::string_view)> diagnostics;  // see Options::diagnostics
+  std::shared_ptr<const TlsContext> tls;              // set for a rediss:// endpoint
   // A subscriber connection: AUTH only, then SUBSCRIBE / UNSUBSCRIBE sent by
   // the owner, whose confirmations are matched like replies; messages go to
   // on_message (the channel). on_ready runs after every handshake, so the
@@ -118,9 +120,9 @@ struct MasterCounters {
 };
 
 /// One connection to one master: connect (name resolution, TCP or Unix
-/// socket), a pipelined handshake (AUTH, SELECT, SCRIPT LOAD, INFO server),
-/// a FIFO of commands awaiting replies, one deadline timer, and reconnect with
-/// backoff. Commands issued in one loop iteration leave in one write.
+/// socket, then a TLS handshake for rediss://), a pipelined handshake (AUTH, SELECT, SCRIPT LOAD, INFO
+/// server), a FIFO of commands awaiting replies, one deadline timer, and reconnect with backoff. Commands
+/// issued in one loop iteration leave in one write.
 ///
 /// Every command gets exactly one answer through its handler: a reply, or a
 /// Failure. Destroying the Master drops pending answers silently.
@@ -203,8 +205,12 @@ class Master {
   void fail_expired_in_handshake(std::uint64_t now);
   void connect_unix();
   void on_connected(int status);
+  void continue_tls_handshake();
   void start_handshake();
   void on_read(ssize_t nread, const uv_buf_t* buf);
+  void on_tls_bytes(const char* data, std::size_t size);
+  void on_plaintext(const char* data, std::size_t size);
+  std::string closed(std::string why) const;
   void read_now();
   void on_handshake_reply(const Reply& reply);
   void handshake_done();
@@ -223,6 +229,8 @@ class Master {
   void arm_timer();
   void on_timer();
   void expire_queued(std::uint64_t now);
+  bool write_out();
+  bool write_wire(std::string& bytes);
   long send_now(const char* data, std::size_t size);
   void deliver(Pending& p, const Reply* reply, Failure why);
   void count_vote(const Pending& p, const Reply* reply);
@@ -247,6 +255,10 @@ class Master {
   std::size_t failed_addresses_ = 0;  // cached addresses that failed in a row
   bool attempting_ = false;           // connecting to addresses_[trying_], not connected yet
   std::unique_ptr<ReplyReader> reader_;
+  // rediss://: the TLS layer of the live connection. While its handshake
+  // runs the Master is still State::connecting, so commands wait unwritten.
+  std::unique_ptr<TlsSession> tls_;
+  bool heard_ = false;            // the live connection got a byte from the server
   std::uint64_t generation_ = 0;  // bumped per connection, to notice a drop mid-read
 
   struct HandshakeStep {

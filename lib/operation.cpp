@@ -33,7 +33,11 @@ std::uint64_t gate_rank(std::string_view key, const Endpoint& master) {
 }  // namespace
 
 Context::Context(uv_loop_t* l, Options o)
-    : loop(l), options(std::move(o)), clock(options.clock), rng(random_seed()) {
+    : loop(l),
+      options(std::move(o)),
+      clock(options.clock),
+      rng(random_seed()),
+      tls(TlsContext::for_options(options)) {
 }
 
 Operation::Operation(Context& context, Kind kind, Lock lock, milliseconds ttl, int attempts, Callback cb)

@@ -56,11 +56,13 @@ class Context {
   const ClockSource clock;
   std::mt19937_64 rng;
   CallStats calls;
+  // For the rediss:// masters; null when none uses TLS.
+  const std::shared_ptr<const TlsContext> tls;
   // masters is declared last among the shared state: a Master's callbacks
   // reach operations, which use everything above.
   std::vector<std::unique_ptr<Master>> masters;
   // After masters: its subscriber connections wake operations.
-  Waiters waiters{loop, options};
+  Waiters waiters{loop, options, tls};
 
  private:
   std::shared_ptr<const bool> alive_ = std::make_shared<const bool>(true);

@@ -186,6 +186,7 @@ void require_at_most_max(milliseconds value, const char* field) {
 
 Endpoint Endpoint::parse(std::string_view uri) {
   constexpr std::string_view redis = "redis://";
+  constexpr std::string_view rediss = "rediss://";
   constexpr std::string_view unix_scheme = "unix://";
   for (char c : uri) {
     if (std::isspace(static_cast<unsigned char>(c)) || std::iscntrl(static_cast<unsigned char>(c))) {
@@ -193,9 +194,14 @@ Endpoint Endpoint::parse(std::string_view uri) {
     }
   }
   if (uri.substr(0, redis.size()) == redis) return parse_tcp(uri, uri.substr(redis.size()));
+  if (uri.substr(0, rediss.size()) == rediss) {
+    Endpoint e = parse_tcp(uri, uri.substr(rediss.size()));
+    e.tls = true;
+    return e;
+  }
   if (uri.substr(0, unix_scheme.size()) == unix_scheme)
     return parse_unix(uri, uri.substr(unix_scheme.size()));
-  bad_uri(uri, "expected redis://host[:port][/db] or unix:///path");
+  bad_uri(uri, "expected redis://host[:port][/db], rediss://host[:port][/db] or unix:///path");
 }
 
 std::string Endpoint::to_string() const {
@@ -205,7 +211,7 @@ std::string Endpoint::to_string() const {
   }
   bool ipv6 = host.find(':') != std::string::npos;
   std::string h = ipv6 ? "[" + host + "]" : host;
-  return "redis://" + user + h + ":" + std::to_string(port) +
+  return (tls ? "rediss://" : "redis://") + user + h + ":" + std::to_string(port) +
          (database ? "/" + std::to_string(database) : "");
 }
 
@@ -229,6 +235,7 @@ void Options::validate() const {
   for (std::size_t i = 0; i < masters.size(); ++i) {
     const Endpoint& m = masters[i];
     std::string where = "masters[" + std::to_string(i) + "] (" + m.to_string() + ")";
+    require(!(m.tls && !m.unix_socket.empty()), where + ": TLS over a unix socket is not supported");
     if (m.unix_socket.empty()) {
       require(!m.host.empty(), where + ": host is empty");
       require(m.port >= 1 && m.port <= 65535, where + ": port must be 1-65535");
@@ -253,6 +260,8 @@ void Options::validate() const {
   require_at_most_max(drift_constant, "drift_constant");
   require(restart_quarantine.count() >= 0, "restart_quarantine must not be negative");
   require_at_most_max(restart_quarantine, "restart_quarantine");
+  require(tls.cert_file.empty() == tls.key_file.empty(),
+          "tls.cert_file and tls.key_file go together (a client certificate needs its key)");
 }
 
 }  // namespace redlock

@@ -44,8 +44,11 @@ class Waiters::Confirmations final : public ReplyHandler {
   Waiters& waiters_;
 };
 
-Waiters::Waiters(uv_loop_t* loop, const Options& options)
-    : loop_(loop), options_(options), confirmations_(std::make_shared<Confirmations>(*this)) {
+Waiters::Waiters(uv_loop_t* loop, const Options& options, std::shared_ptr<const TlsContext> tls)
+    : loop_(loop),
+      options_(options),
+      tls_(std::move(tls)),
+      confirmations_(std::make_shared<Confirmations>(*this)) {
 }
 
 Waiters::~Waiters() = default;
@@ -142,6 +145,7 @@ void Waiters::open_subscribers() {
     config.connect_timeout = options_.connect_timeout;
     config.command_timeout = options_.command_timeout;
     config.diagnostics = options_.diagnostics;
+    if (config.endpoint.tls) config.tls = tls_;
     config.subscriber = true;
     config.on_message = [this](std::string_view channel, std::string_view value) {
       on_message(channel, value);

@@ -45,7 +45,7 @@ class Waiters {
     ~Waiter() = default;
   };
 
-  Waiters(uv_loop_t* loop, const Options& options);
+  Waiters(uv_loop_t* loop, const Options& options, std::shared_ptr<const TlsContext> tls);
   ~Waiters();
   Waiters(const Waiters&) = delete;
   Waiters& operator=(const Waiters&) = delete;
@@ -105,6 +105,7 @@ class Waiters {
 
   uv_loop_t* loop_;
   const Options& options_;
+  const std::shared_ptr<const TlsContext> tls_;
   std::unordered_map<std::string, Line> lines_;
   struct Yield {
     std::uint64_t until;  // uv_now() ms

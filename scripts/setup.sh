@@ -9,9 +9,9 @@ BUILD_DIR=${BUILD_DIR:-build}
 
 # cmake: the CMake consumer check (scripts/consumers.sh); doxygen: the API reference (scripts/docs.sh);
 # docker.io and docker-compose: the compose run (scripts/compose.sh); spin: the fencing-token model
-# check (scripts/model-check.sh).
-packages=(g++ meson ninja-build pkg-config libhiredis-dev libuv1-dev catch2 redis-server redis-tools cmake doxygen
-  docker.io docker-compose spin)
+# check (scripts/model-check.sh); libssl-dev: rediss:// (TLS); openssl: the test certificates.
+packages=(g++ meson ninja-build pkg-config libhiredis-dev libuv1-dev libssl-dev openssl catch2 redis-server redis-tools
+  cmake doxygen docker.io docker-compose spin)
 
 missing=()
 for package in "${packages[@]}"; do

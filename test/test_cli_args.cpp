@@ -123,6 +123,20 @@ TEST_CASE("the Options flags reach Options", "[cli][args]") {
   CHECK(inv.resources == std::vector<std::string>{"a", "b"});
 }
 
+TEST_CASE("the TLS flags reach Options::tls, and rediss:// masters parse", "[cli][args][tls]") {
+  Invocation inv = parse_args({"acquire", "-m", "rediss://127.0.0.1:7001", "--tls-ca", "/etc/ca.pem",
+                               "--tls-cert", "/etc/c.pem", "--tls-key", "/etc/c.key", "--tls-server-name",
+                               "redis.internal", "--tls-insecure", "jobs"});
+  REQUIRE(inv.options.masters.size() == 1);
+  CHECK(inv.options.masters[0].tls);
+  CHECK(inv.options.tls.ca_file == "/etc/ca.pem");
+  CHECK(inv.options.tls.cert_file == "/etc/c.pem");
+  CHECK(inv.options.tls.key_file == "/etc/c.key");
+  CHECK(inv.options.tls.server_name == "redis.internal");
+  CHECK_FALSE(inv.options.tls.verify_peer);
+  CHECK(parse_args({"acquire", one_master, uri, "jobs"}).options.tls.verify_peer);
+}
+
 TEST_CASE("masters come from -m, else from REDLOCK_MASTERS", "[cli][args]") {
   const char* env = "redis://127.0.0.1:7001, redis://127.0.0.1:7002,,unix:///tmp/r.sock";
   Invocation from_env = parse_args({"acquire", "jobs"}, env);

@@ -46,6 +46,19 @@ TEST_CASE("redis URIs parse into endpoints", "[options]") {
     CHECK(e.port == 7002);
     CHECK(e.database == 1);
   }
+  SECTION("rediss:// is the same with TLS") {
+    Endpoint e = Endpoint::parse("rediss://locker:s3cret@cache.local:6380/4");
+    CHECK(e.tls);
+    CHECK(e.host == "cache.local");
+    CHECK(e.port == 6380);
+    CHECK(e.username == "locker");
+    CHECK(e.password == "s3cret");
+    CHECK(e.database == 4);
+    CHECK(Endpoint::parse("rediss://[::1]").port == 6379);
+    CHECK_FALSE(Endpoint::parse("redis://h").tls);
+    CHECK_THROWS_WITH(Endpoint::parse("redisss://h"), Catch::Contains("rediss://host"));
+    CHECK_THROWS_WITH(Endpoint::parse("rediss://h?db=1"), Catch::Contains("query"));
+  }
   SECTION("unix socket, with a database") {
     Endpoint e = Endpoint::parse("unix:///run/redis/redis.sock?db=2");
     CHECK(e.unix_socket == "/run/redis/redis.sock");
@@ -168,6 +181,7 @@ TEST_CASE("valid URIs at the edges of the grammar parse exactly", "[options]") {
 TEST_CASE("an endpoint prints as a URI without its password", "[options]") {
   CHECK(Endpoint::parse("redis://u:secret@h:7/3").to_string() == "redis://u@h:7/3");
   CHECK(Endpoint::parse("redis://[::1]:7").to_string() == "redis://[::1]:7");
+  CHECK(Endpoint::parse("rediss://u:secret@h/2").to_string() == "rediss://u@h:6379/2");
   CHECK(Endpoint::parse("unix:///tmp/s?db=1").to_string() == "unix:///tmp/s?db=1");
 }
 
@@ -192,6 +206,19 @@ TEST_CASE("options are validated with a message naming the field", "[options]") 
   SECTION("the same server twice, even with another database") {
     o.masters.push_back(Endpoint::parse("redis://127.0.0.1:7001/3"));
     CHECK_THAT(message_of(o), Catch::Contains("duplicate"));
+  }
+  SECTION("a TLS and a plain endpoint of the same server") {
+    o.masters.push_back(Endpoint::parse("rediss://127.0.0.1:7001"));
+    CHECK_THAT(message_of(o), Catch::Contains("duplicate"));
+  }
+  SECTION("TLS over a unix socket") {
+    o.masters[0] = Endpoint::parse("unix:///tmp/a.sock");
+    o.masters[0].tls = true;
+    CHECK_THAT(message_of(o), Catch::Contains("TLS over a unix socket"));
+  }
+  SECTION("a client key without its certificate") {
+    o.tls.key_file = "/etc/client.key";
+    CHECK_THAT(message_of(o), Catch::Contains("tls.cert_file and tls.key_file"));
   }
   SECTION("the same socket twice") {
     o.masters = {Endpoint::parse("unix:///tmp/a.sock"), Endpoint::parse("unix:///tmp/a.sock?db=1")};
@@ -316,3 +343,19 @@ TEST_CASE("Result holds a value or an error", "[error]") {
   CHECK(bad.error() == errc::timeout);
   CHECK_THROWS_AS(bad.value(), std::system_error);
 }
+
+#if !REDLOCK_TEST_TLS
+// Built with -Dtls=disabled (scripts/test.sh's no-tls suite): a rediss:// master
+// is refused when the Client is constructed, not at its first connect.
+TEST_CASE("without TLS built in, a rediss:// master is refused at construction", "[options][tls]") {
+  uv_loop_t loop;
+  REQUIRE(uv_loop_init(&loop) == 0);
+  Options o;
+  o.masters = {Endpoint::parse("redis://127.0.0.1:7001"), Endpoint::parse("rediss://127.0.0.1:7002")};
+  CHECK_THROWS_WITH(Client(&loop, o), Catch::Contains("built without"));
+  o.masters.pop_back();
+  { Client plain(&loop, o); }
+  uv_run(&loop, UV_RUN_DEFAULT);
+  CHECK(uv_loop_close(&loop) == 0);
+}
+#endif

@@ -82,6 +82,11 @@ enum class Id {
   quarantine,
   fencing,
   json,
+  tls_ca,
+  tls_cert,
+  tls_key,
+  tls_server_name,
+  tls_insecure,
 };
 
 struct Flag {
@@ -106,6 +111,11 @@ constexpr Flag flags[] = {
     {Id::quarantine, "quarantine", '\0', true, in_all},
     {Id::fencing, "fencing", '\0', false, in_run | in_acquire},
     {Id::json, "json", '\0', false, in_status},
+    {Id::tls_ca, "tls-ca", '\0', true, in_all},
+    {Id::tls_cert, "tls-cert", '\0', true, in_all},
+    {Id::tls_key, "tls-key", '\0', true, in_all},
+    {Id::tls_server_name, "tls-server-name", '\0', true, in_all},
+    {Id::tls_insecure, "tls-insecure", '\0', false, in_all},
 };
 
 const Flag* find_flag(std::string_view arg, Verb verb) {
@@ -199,6 +209,21 @@ void apply(Invocation& inv, const Flag& f, std::string_view value) {
       break;
     case Id::json:
       inv.json = true;
+      break;
+    case Id::tls_ca:
+      inv.options.tls.ca_file = std::string(value);
+      break;
+    case Id::tls_cert:
+      inv.options.tls.cert_file = std::string(value);
+      break;
+    case Id::tls_key:
+      inv.options.tls.key_file = std::string(value);
+      break;
+    case Id::tls_server_name:
+      inv.options.tls.server_name = std::string(value);
+      break;
+    case Id::tls_insecure:
+      inv.options.tls.verify_peer = false;
       break;
   }
 }
@@ -390,10 +415,10 @@ namespace {
 
 constexpr const char* masters_help =
     "Masters:\n"
-    "  -m, --master URI         a master: redis://[user:pass@]host[:port][/db] or\n"
-    "                           unix:///path[?db=N]; repeat for each (N >= 1, odd\n"
-    "                           recommended). Default: $REDLOCK_MASTERS, URIs\n"
-    "                           separated by commas.\n"
+    "  -m, --master URI         a master: redis://[user:pass@]host[:port][/db],\n"
+    "                           rediss://... (TLS) or unix:///path[?db=N]; repeat\n"
+    "                           for each (N >= 1, odd recommended). Default:\n"
+    "                           $REDLOCK_MASTERS, URIs separated by commas.\n"
     "  --connect-timeout D      connect and handshake per master (200ms)\n"
     "  --command-timeout D      one master's reply (50ms)\n"
     "  --key-prefix TEXT        key on each master = TEXT + RESOURCE\n"
@@ -401,6 +426,13 @@ constexpr const char* masters_help =
     "                           --ttl must not exceed it\n"
     "  --fencing                run, acquire: also take a fencing token, a number\n"
     "                           that grows with every grant (REDLOCK_FENCING_TOKEN)\n"
+    "  --tls-ca FILE            rediss://: trust the CAs in FILE (PEM) rather than\n"
+    "                           the system's store\n"
+    "  --tls-cert FILE          rediss://: client certificate (PEM), with --tls-key\n"
+    "  --tls-key FILE           rediss://: its private key (PEM)\n"
+    "  --tls-server-name NAME   rediss://: the name the certificates must carry\n"
+    "                           (default: each master's host)\n"
+    "  --tls-insecure           rediss://: do not verify the masters' certificates\n"
     "  -h, --help               this help\n"
     "Durations are a whole number and a unit: 250ms, 10s, 2m, 1h.\n";
 

@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -54,6 +55,10 @@ int main(int argc, char** argv) {
   }
   try {
     return dispatch(inv);
+  } catch (const std::invalid_argument& e) {
+    // Options the library refused when it set up: a TLS file it cannot use.
+    std::fprintf(stderr, "redlock: %s\n", e.what());
+    return cli::exit_status::usage;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "redlock: %s\n", e.what());
     return cli::exit_status::software;

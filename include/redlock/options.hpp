@@ -27,8 +27,11 @@ struct REDLOCK_API Endpoint {
   std::string password;
   /// Database for SELECT; 0 sends no SELECT.
   int database = 0;
+  /// TLS to this master (rediss://), set up as Options::tls says.
+  bool tls = false;
 
-  /// Parses redis://[user:pass\@]host[:port][/db] or
+  /// Parses redis://[user:pass\@]host[:port][/db], the same with rediss://
+  /// (TLS; the port still defaults to 6379), or
   /// unix:///path/to/socket[?db=N]. The host is a name of letters, digits,
   /// '-', '.' and '_', or an IPv6 address in brackets; port and database are
   /// decimal digits; user, password and path are percent-decoded (write ? as
@@ -40,6 +43,30 @@ struct REDLOCK_API Endpoint {
 
   /// The endpoint as a URI, without the password.
   std::string to_string() const;
+};
+
+/// How a Client speaks TLS to its rediss:// masters (OpenSSL). Files are
+/// read when the Client is constructed; one it cannot use throws
+/// std::invalid_argument naming it and OpenSSL's reason.
+struct REDLOCK_API TlsOptions {
+  /// PEM file of the certificate authorities to trust; with ca_path empty
+  /// too, the system's default store.
+  std::string ca_file;
+  /// Directory of hashed CA certificates (`openssl rehash`).
+  std::string ca_path;
+  /// Client certificate (PEM, may hold its chain), for masters that ask for
+  /// one (mutual TLS, tls-auth-clients); with key_file, or neither.
+  std::string cert_file;
+  /// The client certificate's private key (PEM, unencrypted).
+  std::string key_file;
+  /// The name the master's certificate must carry, also sent as SNI; empty
+  /// means each endpoint's host (an IP address is checked against the
+  /// certificate's IP addresses).
+  std::string server_name;
+  /// Checks the master's certificate chain and name. Turning it off leaves
+  /// the connection open to anyone on the path; a Client says so once through
+  /// Options::diagnostics.
+  bool verify_peer = true;
 };
 
 /// How Client::keep keeps a lock alive.
@@ -74,6 +101,8 @@ struct REDLOCK_API Options {
   std::string key_prefix;
   /// A master votes only once it has been up this long; 0 = off.
   milliseconds restart_quarantine{0};
+  /// TLS for every master whose Endpoint::tls is set (rediss://).
+  TlsOptions tls;
   /// Also hand out fencing tokens (Lock::fencing_token), at the cost of a
   /// second round per acquisition. Each resource then has a counter, the key
   /// key_prefix + resource + ":fencing" with no expiry, on every master: no

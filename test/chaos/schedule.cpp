@@ -109,7 +109,8 @@ const char* name(FaultKind kind) {
 // silent unlock). Persistence is off (the RedisServer default), as in the
 // compose file: a restart loses every key, which is what the quarantine is for.
 Masters::Masters(int n, bool proxies) {
-  cluster_.emplace(n, test::ServerOptions{{"--maxmemory-policy", "noeviction"}, false, false, {}});
+  cluster_.emplace(n,
+                   test::ServerOptions{{"--maxmemory-policy", "noeviction"}, false, false, {}, std::nullopt});
   for (int i = 0; i < n; ++i) ports_.push_back((*cluster_)[static_cast<std::size_t>(i)].port());
   add_proxies_and_endpoints(proxies);
   started_ = Clock::now();

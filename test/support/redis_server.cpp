@@ -247,7 +247,7 @@ RedisServer::RedisServer(ServerOptions options, Deferred) : options_(std::move(o
         throw std::runtime_error("unix socket path too long (set a shorter TMPDIR): " + unix_socket_);
       }
     }
-    port_ = pick_free_port();
+    pick_ports();
     spawn();
   } catch (...) {
     stop();
@@ -286,6 +286,12 @@ std::vector<std::string> RedisServer::argv() const {
   for (const auto& a : options_.args) has_requirepass = has_requirepass || a == "--requirepass";
   if (!options_.password.empty() && !has_requirepass) {
     args.insert(args.end(), {"--requirepass", options_.password});
+  }
+  if (options_.tls) {
+    args.insert(args.end(),
+                {"--tls-port", std::to_string(tls_port_), "--tls-cert-file", options_.tls->cert_file,
+                 "--tls-key-file", options_.tls->key_file, "--tls-ca-cert-file", options_.tls->ca_file,
+                 "--tls-auth-clients", options_.tls->auth_clients ? "yes" : "no"});
   }
   args.insert(args.end(), options_.args.begin(), options_.args.end());
   return args;
@@ -355,9 +361,14 @@ void RedisServer::wait_until_started() {
       throw std::runtime_error("no free port after " + std::to_string(port_attempts) + " attempts:\n" +
                                log_tail());
     }
-    port_ = pick_free_port();
+    pick_ports();
     spawn();
   }
+}
+
+void RedisServer::pick_ports() {
+  port_ = pick_free_port();
+  tls_port_ = options_.tls ? pick_free_port() : 0;
 }
 
 std::string RedisServer::log_tail() const {
@@ -375,6 +386,13 @@ bool RedisServer::running() const {
     return false;
   }
   return info.si_pid == 0;
+}
+
+redlock::Endpoint RedisServer::tls_endpoint() const {
+  redlock::Endpoint e = endpoint();
+  e.port = tls_port_;
+  e.tls = true;
+  return e;
 }
 
 redlock::Endpoint RedisServer::endpoint() const {

@@ -32,6 +32,16 @@ struct ServerOptions {
   /// already has --requirepass), the inspection connection sends AUTH, and
   /// endpoint() carries it.
   std::string password;
+  /// Also listen for TLS on tls_port() with these PEM files (Certificates
+  /// makes them). The plain port stays: the inspection connection uses it
+  /// (hiredis 0.14 has no TLS).
+  struct Tls {
+    std::string cert_file;
+    std::string key_file;
+    std::string ca_file;        // the CA client certificates must chain to
+    bool auth_clients = false;  // tls-auth-clients: ask for a client certificate
+  };
+  std::optional<Tls> tls;
 };
 
 /// A real redis-server child process on a free 127.0.0.1 port, in its own
@@ -53,6 +63,8 @@ class RedisServer {
   RedisServer& operator=(const RedisServer&) = delete;
 
   int port() const { return port_; }
+  /// The TLS port (ServerOptions::tls), 0 without TLS.
+  int tls_port() const { return tls_port_; }
   /// The server's pid, or -1 after kill9().
   pid_t pid() const { return pid_; }
   /// False after kill9() or once the process has exited; true while paused.
@@ -63,6 +75,8 @@ class RedisServer {
   const std::string& dir() const { return dir_; }
   /// host "127.0.0.1", port(), and ServerOptions::password; no unix socket.
   redlock::Endpoint endpoint() const;
+  /// The same on tls_port(), with Endpoint::tls set.
+  redlock::Endpoint tls_endpoint() const;
 
   /// SIGKILL and waitpid; does nothing when not running.
   void kill9();
@@ -109,6 +123,7 @@ class RedisServer {
   /// Cluster starts all its servers this way and then waits for each.
   RedisServer(ServerOptions options, Deferred);
   void wait_until_started();  // ready, or retry on a new port when it was taken
+  void pick_ports();          // port_, and tls_port_ with ServerOptions::tls
   void spawn();
   Ready wait_ready();
   void stop() noexcept;  // the destructor's work, also used when a start fails
@@ -122,6 +137,7 @@ class RedisServer {
   std::string dir_;
   std::string unix_socket_;
   int port_ = 0;
+  int tls_port_ = 0;
   pid_t pid_ = -1;
   bool paused_ = false;
   std::size_t log_offset_ = 0;  // where this start's part of redis.log begins
