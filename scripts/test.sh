@@ -2,7 +2,9 @@
 # Builds and runs the tests in BUILD_DIR (default "build"), again in an
 # AddressSanitizer + UBSan build (ASAN_BUILD_DIR, default "build-asan"), and
 # the blocking facade and client tests in a ThreadSanitizer build
-# (TSAN_BUILD_DIR, default "build-tsan"; skipped when arguments pick tests).
+# (TSAN_BUILD_DIR, default "build-tsan"; skipped when arguments pick tests),
+# and the options tests in a build without OpenSSL (NOTLS_BUILD_DIR, default
+# "build-notls", -Dtls=disabled; skipped likewise).
 # Arguments go to `meson test` (e.g. a suite: scripts/test.sh unit); without
 # them it also runs the chaos checker and the fencing model check
 # (scripts/model-check.sh, a few minutes on one core).
@@ -12,13 +14,15 @@
 # arguments it also runs the chaos checker (also against docker-compose.yml's
 # containers when Docker can run), the consumer checks
 # (scripts/consumers.sh) and the API reference (scripts/docs.sh). The last
-# line is "N passed, N failed"; the exit status is non-zero when anything failed.
+# line is "N passed, N failed", after a list of what failed; the exit status
+# is non-zero when anything failed.
 set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 export BUILD_DIR=${BUILD_DIR:-build}
 ASAN_BUILD_DIR=${ASAN_BUILD_DIR:-build-asan}
 TSAN_BUILD_DIR=${TSAN_BUILD_DIR:-build-tsan}
+NOTLS_BUILD_DIR=${NOTLS_BUILD_DIR:-build-notls}
 
 meson_test_args=(--print-errorlogs --no-rebuild)
 if [[ -n ${REDLOCK_TEST_TIMEOUT_MULTIPLIER:-} ]]; then
@@ -47,9 +51,11 @@ trap check_leftover_servers EXIT
 
 total_passed=0
 total_failed=0
+failures=()  # "suite: what failed", recalled just before the last line
 
-# run_suite NAME DIR [MESON TEST ARGS...]: builds DIR and runs meson test
-# there (the script's own arguments when none are given); adds to the totals.
+# run_suite NAME DIR [MESON TEST ARGS...]: builds DIR (only NINJA_TARGETS when
+# set) and runs meson test there (the script's own arguments when none are
+# given); adds to the totals.
 run_suite() {
   local name=$1 dir=$2 log status=0
   shift 2
@@ -57,8 +63,10 @@ run_suite() {
   ((${#args[@]} > 0)) || args=("${test_args[@]}")
   log=$(mktemp)
   echo "=== $name: building $dir"
-  if ! ninja -C "$dir" -j2; then
+  # shellcheck disable=SC2086 # NINJA_TARGETS is a list of words
+  if ! ninja -C "$dir" -j2 ${NINJA_TARGETS:-}; then
     echo "=== $name: build failed"
+    failures+=("$name: the build of $dir")
     total_failed=$((total_failed + 1))
     rm -f "$log"
     return
@@ -72,10 +80,16 @@ run_suite() {
     /^Ok:/ { ok = $2 } /^Expected Fail:/ { xf = $3 } /^Fail:/ { f = $2 }
     /^Unexpected Pass:/ { up = $3 } /^Skipped:/ { sk = $2 } /^Timeout:/ { to = $2 }
     END { if (ok == "") print "none"; else print ok+0, xf+0, f+0, up+0, sk+0, to+0 }' "$log")
+  # meson's result lines: " 7/32 redlock:redis / keep   FAIL   16.43s   exit status 1"
+  local line
+  while IFS= read -r line; do
+    failures+=("$name: $line")
+  done < <(grep -E '^ *[0-9]+/[0-9]+ .* (FAIL|TIMEOUT|ERROR|UNEXPECTEDPASS) ' "$log" | sed -E 's/^ +//; s/ +/ /g' || true)
   rm -f "$log"
   if [[ $counts == none ]]; then
     if ((status != 0)); then
       echo "=== $name: meson test failed (status $status) without a summary"
+      failures+=("$name: meson test failed without a summary")
       total_failed=$((total_failed + 1))
     else
       echo "=== $name: no tests ran"
@@ -86,6 +100,7 @@ run_suite() {
   local passed=$((ok + expected_fail)) failed=$((fail + unexpected_pass + timeout))
   if ((failed == 0 && status != 0)); then
     failed=1  # meson failed for a reason its counts do not show
+    failures+=("$name: meson test exited $status")
   fi
   echo "=== $name: $passed passed, $failed failed, $skipped skipped"
   total_passed=$((total_passed + passed))
@@ -104,6 +119,7 @@ if bash scripts/setup.sh; then
       run_suite sanitizers "$ASAN_BUILD_DIR"
   else
     echo "=== sanitizers: meson setup $ASAN_BUILD_DIR failed"
+    failures+=("sanitizers: meson setup $ASAN_BUILD_DIR")
     total_failed=$((total_failed + 1))
   fi
 
@@ -115,11 +131,26 @@ if bash scripts/setup.sh; then
         run_suite threads "$TSAN_BUILD_DIR" blocking guard client proxy stats wait
     else
       echo "=== threads: meson setup $TSAN_BUILD_DIR failed"
+      failures+=("threads: meson setup $TSAN_BUILD_DIR")
+      total_failed=$((total_failed + 1))
+    fi
+  fi
+
+  # Without OpenSSL (-Dtls=disabled): the library builds, and rediss:// is
+  # refused at construction (test_options), the CLI parses as before.
+  if ((${#test_args[@]} == 0)); then
+    if [[ -f $NOTLS_BUILD_DIR/build.ninja ]] ||
+      meson setup "$NOTLS_BUILD_DIR" -Dtls=disabled -Dexamples=disabled -Dbench=disabled; then
+      NINJA_TARGETS="test/test_options test/test_cli_args" run_suite no-tls "$NOTLS_BUILD_DIR" options cli_args
+    else
+      echo "=== no-tls: meson setup $NOTLS_BUILD_DIR failed"
+      failures+=("no-tls: meson setup $NOTLS_BUILD_DIR")
       total_failed=$((total_failed + 1))
     fi
   fi
 else
   echo "=== setup.sh failed"
+  failures+=("setup.sh")
   total_failed=$((total_failed + 1))
 fi
 
@@ -136,6 +167,7 @@ run_chaos() {
   if ((status != 0 && chaos_failed == 0)); then
     chaos_failed=1  # chaos.sh failed before its table
   fi
+  ((chaos_failed == 0)) || failures+=("$name: $chaos_failed of its runs (the table above)")
   rm -f "$chaos_log"
   echo "=== $name: $chaos_ok passed, $chaos_failed failed"
   total_passed=$((total_passed + chaos_ok))
@@ -157,6 +189,7 @@ if ((${#test_args[@]} == 0)) && [[ -x $BUILD_DIR/test/chaos/redlock-chaos ]]; th
     echo "=== compose: SKIPPED (the reason is above)"
   elif ((status != 0)); then
     echo "=== compose: scripts/compose.sh up failed"
+    failures+=("compose: scripts/compose.sh up")
     total_failed=$((total_failed + 1))
   else
     run_chaos compose --compose --seconds "${COMPOSE_SECONDS:-15}" --only none,kill,stop
@@ -176,6 +209,7 @@ if ((${#test_args[@]} == 0)); then
   if ((status != 0 && consumers_failed == 0)); then
     consumers_failed=1  # consumers.sh failed before its checks
   fi
+  ((consumers_failed == 0)) || failures+=("consumers: $consumers_failed (the lines marked FAIL above)")
   rm -f "$consumers_log"
   echo "=== consumers: $consumers_ok passed, $consumers_failed failed"
   total_passed=$((total_passed + consumers_ok))
@@ -186,6 +220,7 @@ if ((${#test_args[@]} == 0)); then
   if BUILD_DIR=$BUILD_DIR bash scripts/docs.sh; then
     total_passed=$((total_passed + 1))
   else
+    failures+=("docs: scripts/docs.sh")
     total_failed=$((total_failed + 1))
   fi
 fi
@@ -202,6 +237,7 @@ if ((${#test_args[@]} == 0)); then
   if ((status != 0 && model_failed == 0)); then
     model_failed=1  # model-check.sh failed before its table
   fi
+  ((model_failed == 0)) || failures+=("model: $model_failed of its checks")
   rm -f "$model_log"
   echo "=== model: $model_ok passed, $model_failed failed"
   total_passed=$((total_passed + model_ok))
@@ -211,5 +247,9 @@ fi
 # Done here rather than only in the trap so that the summary stays the last line.
 check_leftover_servers
 trap - EXIT
+if ((${#failures[@]} > 0)); then
+  echo "=== what failed:"
+  printf '  %s\n' "${failures[@]}"
+fi
 echo "$total_passed passed, $total_failed failed"
 ((total_failed == 0))

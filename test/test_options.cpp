@@ -1,5 +1,6 @@
 #include <catch2/catch.hpp>
 
+#include <uv.h>
 #include <redlock/redlock.hpp>
 
 #include <chrono>
