@@ -22,6 +22,8 @@
 //   node-redlock        bench/peers/node_redlock_contended.js, node-redlock's default
 //                       retry settings (retryCount 10, retryDelay 200, retryJitter 100)
 //   node-redlock-10ms   the same with retryDelay 10 (retryJitter left at its default)
+//   floor               the least a handoff takes (contended_floor.hpp): raw SET NX on
+//                       every master, a release message wakes the waiters, strict turns
 //
 // Evidence besides the timings: the masters' INFO commandstats, reset before
 // each run, give the acquire votes asked for and refused, deletes and
@@ -61,6 +63,7 @@
 #include <thread>
 #include <vector>
 
+#include "contended_floor.hpp"
 #include "stats.hpp"
 #include "support/redis_server.hpp"
 
@@ -165,9 +168,75 @@ bool read_go(std::int64_t& start, std::int64_t& end) {
   return std::sscanf(line.c_str(), "%" SCNd64 " %" SCNd64, &start, &end) == 2;
 }
 
+// Says ready on `ready_fd`, then waits for the parent's window and sleeps
+// until it starts. False when the parent is gone.
+bool start_window(int ready_fd, std::int64_t& start, std::int64_t& end) {
+  char ready = 'R';
+  if (::write(ready_fd, &ready, 1) != 1) return false;
+  ::close(ready_fd);
+  if (!read_go(start, end)) return false;
+  timespec at{static_cast<time_t>(start / 1'000'000'000), static_cast<long>(start % 1'000'000'000)};
+  while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &at, nullptr) == EINTR) {
+  }
+  return true;
+}
+
+// The worker's file for the parent: a "# key=value ..." header, then a line per cycle.
+bool write_cycles(const std::string& path, const std::string& header, const std::vector<Cycle>& cycles) {
+  std::ofstream out(path);
+  out << "# " << header << "\n";
+  for (const auto& c : cycles) {
+    out << c.call << ' ' << c.acquired << ' ' << c.work_end << ' ' << c.released << ' ' << c.attempts << '\n';
+  }
+  out.close();
+  return static_cast<bool>(out);
+}
+
+// The impl "floor": raw commands, no library (contended_floor.hpp).
+int floor_worker_main(const WorkerArgs& a) {
+  std::vector<Cycle> cycles;
+  cycles.reserve(1 << 16);
+  long long fallbacks = 0;
+  uv_loop_t loop;
+  uv_loop_init(&loop);
+  {
+    bench::HandoffFloor floor(&loop, a.ports, a.resource, a.work_us);
+    if (!floor.ready()) {
+      std::fprintf(stderr, "bench_contended worker: the floor could not connect\n");
+      return 1;
+    }
+    std::int64_t start = 0, end = 0;
+    if (!start_window(a.ready_fd, start, end)) return 1;
+    uv_update_time(&loop);
+    // A master that stopped answering would leave an attempt pending forever.
+    uv_timer_t guard;
+    uv_timer_init(&loop, &guard);
+    guard.data = &floor;
+    auto guard_ms = static_cast<std::uint64_t>((end - now_ns()) / 1'000'000) +
+                    static_cast<std::uint64_t>(std::chrono::milliseconds(worker_close_after).count());
+    uv_timer_start(
+        &guard, [](uv_timer_t* t) { static_cast<bench::HandoffFloor*>(t->data)->stop(); }, guard_ms, 0);
+    uv_unref(reinterpret_cast<uv_handle_t*>(&guard));
+    floor.run(end, [&](const bench::HandoffFloor::Cycle& c) {
+      if (cycles.size() < max_cycles_per_worker) {
+        cycles.push_back({c.call, c.acquired, c.work_end, c.released, c.attempts});
+      }
+    });
+    fallbacks = floor.fallbacks();
+    uv_close(reinterpret_cast<uv_handle_t*>(&guard), nullptr);
+    uv_run(&loop, UV_RUN_DEFAULT);
+  }
+  uv_run(&loop, UV_RUN_DEFAULT);
+  int loop_status = uv_loop_close(&loop);
+  std::string header = "impl=floor pid=" + std::to_string(::getpid()) + " errors=0 unlock_errors=0" +
+                       " fallbacks=" + std::to_string(fallbacks) + " loop_close=" + std::to_string(loop_status);
+  return write_cycles(a.out, header, cycles) && loop_status == 0 ? 0 : 1;
+}
+
 int worker_main(const WorkerArgs& a) {
   ::prctl(PR_SET_PDEATHSIG, SIGKILL);
   ::signal(SIGPIPE, SIG_IGN);
+  if (a.impl == "floor") return floor_worker_main(a);
   redlock::Options o;
   for (int port : a.ports) {
     redlock::Endpoint e;
@@ -211,14 +280,8 @@ int worker_main(const WorkerArgs& a) {
     uv_run(&loop, UV_RUN_DEFAULT);
     if (!warmed) return 1;
 
-    char ready = 'R';
-    if (::write(a.ready_fd, &ready, 1) != 1) return 1;
-    ::close(a.ready_fd);
     std::int64_t start = 0, end = 0;
-    if (!read_go(start, end)) return 1;
-    timespec at{static_cast<time_t>(start / 1'000'000'000), static_cast<long>(start % 1'000'000'000)};
-    while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &at, nullptr) == EINTR) {
-    }
+    if (!start_window(a.ready_fd, start, end)) return 1;
     uv_update_time(&loop);
 
     bool closing = false;
@@ -297,15 +360,11 @@ int worker_main(const WorkerArgs& a) {
   }
   int loop_status = uv_loop_close(&loop);
 
-  std::ofstream out(a.out);
-  out << "# impl=" << a.impl << " pid=" << ::getpid() << " errors=" << errors
-      << " unlock_errors=" << unlock_errors << " closed=" << closed << " loop_close=" << loop_status
-      << " last_error=" << (last_error.empty() ? "-" : last_error) << "\n";
-  for (const auto& c : cycles) {
-    out << c.call << ' ' << c.acquired << ' ' << c.work_end << ' ' << c.released << ' ' << c.attempts << '\n';
-  }
-  out.close();
-  return out ? 0 : 1;
+  std::string header = "impl=" + a.impl + " pid=" + std::to_string(::getpid()) +
+                       " errors=" + std::to_string(errors) + " unlock_errors=" + std::to_string(unlock_errors) +
+                       " closed=" + std::to_string(closed) + " loop_close=" + std::to_string(loop_status) +
+                       " last_error=" + (last_error.empty() ? "-" : last_error);
+  return write_cycles(a.out, header, cycles) ? 0 : 1;
 }
 
 // ---- the parent -------------------------------------------------------------
@@ -375,7 +434,7 @@ Settings parse(int argc, char** argv) {
   }
   for (const auto& impl : s.impls) {
     if (impl != "redlock" && impl != "redlock-polling" && impl != "node-redlock" &&
-        impl != "node-redlock-10ms") {
+        impl != "node-redlock-10ms" && impl != "floor") {
       throw std::invalid_argument("unknown impl " + impl);
     }
   }
@@ -760,10 +819,11 @@ Summary report(const Settings& s, const std::string& impl, int n, int k, int rep
   auto oh = bench::summarize(other_handoff);
   auto fu = bench::summarize(from_unlock_call);
   auto wt = bench::summarize(waits);
-  long long errors = 0, unlock_errors = 0;
+  long long errors = 0, unlock_errors = 0, fallbacks = 0;
   for (const auto& header : r.headers) {
     errors += header_value(header, "errors");
     unlock_errors += header_value(header, "unlock_errors");
+    fallbacks += header_value(header, "fallbacks");
   }
 
   // Master-side counters per acquisition (every acquisition of the run,
@@ -815,6 +875,7 @@ Summary report(const Settings& s, const std::string& impl, int n, int k, int rep
       .add("deletes_per_acquisition", acquisitions > 0 ? static_cast<double>(calls("del")) / acquisitions : 0)
       .add("publishes_per_acquisition",
            acquisitions > 0 ? static_cast<double>(calls("publish")) / acquisitions : 0);
+  if (impl == "floor") line.add("fallbacks", fallbacks);
   if (attempts_cycles > 0) {
     line.add("attempts_per_acquisition",
              static_cast<double>(attempts_seen) / static_cast<double>(attempts_cycles));

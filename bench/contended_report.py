@@ -13,7 +13,7 @@ import json
 import statistics
 import sys
 
-IMPLS = ["redlock", "redlock-polling", "node-redlock", "node-redlock-10ms"]
+IMPLS = ["redlock", "floor", "redlock-polling", "node-redlock", "node-redlock-10ms"]
 FIELDS = ["cycles_per_s", "least_served_ratio", "most_served_ratio", "handoff_p50_us", "handoff_p99_us",
           "other_handoff_p50_us", "other_handoff_p99_us", "from_unlock_call_p50_us", "from_unlock_call_p99_us",
           "retake_ratio", "wait_p50_us", "wait_p99_us",
@@ -98,6 +98,19 @@ def main(path, append):
             r = ratio(node10.get(prefix + "_p50_us"), p50)
             target("N=5 K=%d %s p50: node-redlock retryDelay 10 / ours >= 10" % (k, label), r, 10,
                    r is not None and r >= 10)
+    # The floor (raw commands, no gate, strict turns) in the same run: what
+    # the machine allows a handoff; ours over it.
+    for k in ks:
+        ours, floor = med.get(("redlock", 5, k)), med.get(("floor", 5, k))
+        if not ours or not floor:
+            continue
+        line = {"bench": "vs_floor", "masters": 5, "processes": k}
+        for f in ("other_handoff_p50_us", "other_handoff_p99_us", "cycles_per_s"):
+            if f in ours and f in floor:
+                line[f.replace("_us", "") + "_floor"] = round(floor[f], 2)
+                line[f.replace("_us", "") + "_ours"] = round(ours[f], 2)
+                line[f.replace("_us", "") + "_ratio"] = round(ours[f] / floor[f], 3) if floor[f] else None
+        targets.append(line)
     ours8, serial = med.get(("redlock", 5, 8)), med.get(("redlock", 5, 1))
     if ours8 and serial:
         r = ours8["cycles_per_s"] / serial["cycles_per_s"]
@@ -148,6 +161,10 @@ def main(path, append):
             print("  ".join("-" * w for w in widths))
     print()
     for t in targets:
+        if t["bench"] == "vs_floor":
+            print("floor  N=5 K=%d: %s" % (t["processes"], ", ".join(
+                "%s %s" % (k, v) for k, v in t.items() if k not in ("bench", "masters", "processes"))))
+            continue
         state = "n/a" if t["met"] is None else ("met" if t["met"] else "MISSED")
         print("%-6s %s: %s" % (state, t["target"], "-" if t["value"] is None else t["value"]))
 

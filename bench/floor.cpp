@@ -83,6 +83,11 @@ Floor::Floor(uv_loop_t* loop, const std::vector<int>& ports) : loop_(loop) {
                            void* raw = nullptr;
                            while (redisReaderGetReply(c->reader, &raw) == REDIS_OK && raw) {
                              auto* reply = static_cast<redisReply*>(raw);
+                             if (c->ops.empty()) {
+                               c->floor->on_unasked(reply);
+                               freeReplyObject(raw);
+                               continue;
+                             }
                              bool yes = (reply->type == REDIS_REPLY_STATUS && reply->len == 2) ||
                                         (reply->type == REDIS_REPLY_INTEGER && reply->integer > 0);
                              freeReplyObject(raw);
@@ -132,6 +137,17 @@ void Floor::on_reply(Connection& c, bool yes) {
   }
   if (op.replies == n) ops_.erase(it);
   if (done) done(outcome);
+}
+
+// A pub/sub message is ["message", channel, payload].
+void Floor::on_unasked(const void* raw) {
+  const auto* reply = static_cast<const redisReply*>(raw);
+  if (!on_message_ || reply->type != REDIS_REPLY_ARRAY || reply->elements != 3) return;
+  const redisReply* kind = reply->element[0];
+  const redisReply* payload = reply->element[2];
+  if (kind->type != REDIS_REPLY_STRING || std::string(kind->str, kind->len) != "message") return;
+  if (payload->type != REDIS_REPLY_STRING) return;
+  on_message_(std::string(payload->str, payload->len));
 }
 
 void Floor::close() {

@@ -32,6 +32,11 @@ class Floor {
   /// majority of yes replies ("OK" or a positive integer), `done(false)` as
   /// soon as a majority is impossible.
   void fan_out(const std::string& command, std::function<void(bool)> done);
+  /// Sends `command` to every master without waiting for the replies.
+  void send(const std::string& command) { fan_out(command, nullptr); }
+  /// Pub/sub messages (replies that arrive while nothing is pending on their
+  /// connection) go to `handler` with their payload.
+  void on_message(std::function<void(const std::string&)> handler) { on_message_ = std::move(handler); }
   /// Closes the sockets; run the loop afterwards to let them finish.
   void close();
 
@@ -45,6 +50,7 @@ class Floor {
     std::function<void(bool)> done;
   };
   void on_reply(Connection& c, bool yes);
+  void on_unasked(const void* reply);
 
   uv_loop_t* loop_;
   std::vector<Connection*> connections_;  // each freed in its close callback
@@ -52,6 +58,7 @@ class Floor {
   std::uint64_t next_op_ = 0;
   int failed_connects_ = 0;
   int connects_ = 0;
+  std::function<void(const std::string&)> on_message_;
 };
 
 }  // namespace bench

@@ -1,5 +1,5 @@
 """Handoff latency (previous holder's unlock answered -> next lock answered)
-vs N for redlock, its try_lock-polling mode and node-redlock, one column per
+vs N for redlock, the floor, its try_lock-polling mode and node-redlock, one column per
 number of contending processes; the top row counts every acquisition, the
 bottom row only handoffs to another process (not the releaser re-taking it).
 From bench_contended's JSON lines (medians of repetitions); drawn with gnuplot
@@ -17,7 +17,8 @@ import tempfile
 
 from plot import has_cairo
 
-IMPLS = [("redlock", "redlock lock(wait)", 1), ("redlock-polling", "redlock try_lock polling 200+-100 ms", 2),
+IMPLS = [("redlock", "redlock lock(wait)", 1), ("floor", "floor: raw SET NX, woken by PUBLISH", 5),
+         ("redlock-polling", "redlock try_lock polling 200+-100 ms", 2),
          ("node-redlock", "node-redlock defaults", 3), ("node-redlock-10ms", "node-redlock retryDelay 10", 4)]
 
 

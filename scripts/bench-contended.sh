@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Contended locking (issue 8): redlock's lock(wait), redlock polling with
-# try_lock, node-redlock with its defaults and with retryDelay 10 ms, all on
+# Contended locking (issue 8): redlock's lock(wait), the floor (raw commands,
+# bench/contended_floor.hpp), redlock polling with try_lock, node-redlock
+# with its defaults and with retryDelay 10 ms, all on
 # the same 5 local masters; 1 (the serial bound), 2 and 8 processes; N = 1, 3, 5;
 # repetitions interleaved. Writes bench/results/contended-DATE.jsonl (every
 # run, then the medians and the targets) and bench/results/handoff.png.
@@ -14,7 +15,7 @@
 #   REPS               repetitions (default 3)
 #   NS                 numbers of masters (default "1 3 5")
 #   KS                 numbers of processes (default "1,2,8"; 1 is the serial bound)
-#   IMPLS              default "redlock redlock-polling node-redlock node-redlock-10ms"
+#   IMPLS              default "redlock floor redlock-polling node-redlock node-redlock-10ms"
 #   DURATION_MS        each contended run (default 10000); SERIAL_MS the serial bound (5000)
 #   QUIET_WAIT         seconds to wait for a quiet machine before each run (default 3600)
 #   REDLOCK_PEERS_DIR  where node-redlock is installed (default /tmp/redlock-peers)
@@ -43,7 +44,7 @@ plot=${PLOT:-bench/results/handoff.png}
 reps=${REPS:-3}
 ns=${NS:-1 3 5}
 ks=${KS:-1,2,8}
-impls=${IMPLS:-redlock redlock-polling node-redlock node-redlock-10ms}
+impls=${IMPLS:-redlock floor redlock-polling node-redlock node-redlock-10ms}
 duration_ms=${DURATION_MS:-10000}
 serial_ms=${SERIAL_MS:-5000}
 quiet_wait=${QUIET_WAIT:-3600}
