@@ -229,7 +229,8 @@ int floor_worker_main(const WorkerArgs& a) {
   uv_run(&loop, UV_RUN_DEFAULT);
   int loop_status = uv_loop_close(&loop);
   std::string header = "impl=floor pid=" + std::to_string(::getpid()) + " errors=0 unlock_errors=0" +
-                       " fallbacks=" + std::to_string(fallbacks) + " loop_close=" + std::to_string(loop_status);
+                       " fallbacks=" + std::to_string(fallbacks) +
+                       " loop_close=" + std::to_string(loop_status);
   return write_cycles(a.out, header, cycles) && loop_status == 0 ? 0 : 1;
 }
 
@@ -360,10 +361,10 @@ int worker_main(const WorkerArgs& a) {
   }
   int loop_status = uv_loop_close(&loop);
 
-  std::string header = "impl=" + a.impl + " pid=" + std::to_string(::getpid()) +
-                       " errors=" + std::to_string(errors) + " unlock_errors=" + std::to_string(unlock_errors) +
-                       " closed=" + std::to_string(closed) + " loop_close=" + std::to_string(loop_status) +
-                       " last_error=" + (last_error.empty() ? "-" : last_error);
+  std::string header =
+      "impl=" + a.impl + " pid=" + std::to_string(::getpid()) + " errors=" + std::to_string(errors) +
+      " unlock_errors=" + std::to_string(unlock_errors) + " closed=" + std::to_string(closed) +
+      " loop_close=" + std::to_string(loop_status) + " last_error=" + (last_error.empty() ? "-" : last_error);
   return write_cycles(a.out, header, cycles) ? 0 : 1;
 }
 

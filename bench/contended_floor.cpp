@@ -21,7 +21,7 @@ constexpr std::size_t seen_values = 64;
 // Deletes our value and tells the waiters, only when the value was ours.
 constexpr const char* release_lua =
     "if redis.call('get', KEYS[1]) == ARGV[1] then "
-    "redis.call('del', KEYS[1]) return redis.call('publish', KEYS[2], ARGV[1]) "
+    "redis.call('del', KEYS[1]) return redis.call('publish', KEYS[2], ARGV[1]) - 1 "
     "end return 0";
 
 std::int64_t now_ns() {
@@ -46,8 +46,7 @@ std::string resp(std::initializer_list<std::string> args) {
 
 }  // namespace
 
-HandoffFloor::HandoffFloor(uv_loop_t* loop, const std::vector<int>& ports, std::string resource,
-                           int work_us)
+HandoffFloor::HandoffFloor(uv_loop_t* loop, const std::vector<int>& ports, std::string resource, int work_us)
     : loop_(loop),
       commands_(loop, ports),
       subscriber_(loop, ports),
@@ -114,7 +113,8 @@ void HandoffFloor::release() {
                     [this](bool heard) { on_released(heard); });
 }
 
-// `heard`: a majority of masters had a subscriber for the release.
+// `heard`: on a majority of masters another worker was subscribed (the
+// script's count leaves out our own subscriber).
 void HandoffFloor::on_released(bool heard) {
   cycle_.released = now_ns();
   record_(cycle_);
