@@ -32,7 +32,7 @@ trap cleanup EXIT
 port_free() { ! (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 base=
 for _ in $(seq 1 50); do
-  candidate=$((20000 + (RANDOM % 2000) * 10))
+  candidate=$((20000 + (RANDOM % 1270) * 10))  # below the ephemeral ports (32768-)
   ok=1
   for ((i = 0; i < n_masters; i++)); do port_free $((candidate + i)) || ok=0; done
   if ((ok)); then base=$candidate && break; fi

@@ -19,7 +19,8 @@
 #   DURATION_MS        each contended run (default 10000); SERIAL_MS the serial bound (5000)
 #   QUIET_WAIT         seconds to wait for a quiet machine before each run (default 3600)
 #   REDLOCK_PEERS_DIR  where node-redlock is installed (default /tmp/redlock-peers)
-#   BASE_PORT          first master port (default: a free run of ports in 20000-39999)
+#   BASE_PORT          first master port (default: a free run of ports in 20000-32709,
+#                      below the ephemeral ports clients get)
 #   RESUME             a JSONL of an interrupted run: its (impl, N, K, rep) lines are kept
 #                      and those runs not made again
 #
@@ -132,7 +133,7 @@ port_free() { ! (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 pick_base_port() {
   local base i ok
   for _ in $(seq 1 50); do
-    base=$((20000 + (RANDOM % 2000) * 10))
+    base=$((20000 + (RANDOM % 1270) * 10))  # below the ephemeral ports (32768-)
     ok=1
     for ((i = 0; i < n_masters; i++)); do
       port_free $((base + i)) || ok=0

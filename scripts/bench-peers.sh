@@ -12,7 +12,8 @@
 #   REPS               repetitions, node and ours interleaved (default 3)
 #   ITERATIONS WARMUP INFLIGHT DURATION_MS   workload sizes (2000 200 256 3000)
 #   NS                 the numbers of masters to measure (default "5"; e.g. "1 3 5 7 9")
-#   BASE_PORT          first master port (default: a free run of ports in 20000-39999)
+#   BASE_PORT          first master port (default: a free run of ports in 20000-32709, below the
+#                      ephemeral ports clients get)
 #
 # Masters are pinned to CPU 1 and the client to CPU 0 (when there are 2+ CPUs).
 # Every master started here is stopped by pid on exit, failure included.
@@ -135,7 +136,7 @@ port_free() { ! (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 pick_base_port() {
   local base i ok
   for _ in $(seq 1 50); do
-    base=$((20000 + (RANDOM % 2000) * 10))
+    base=$((20000 + (RANDOM % 1270) * 10))  # below the ephemeral ports (32768-)
     ok=1
     for ((i = 0; i < n_masters; i++)); do
       port_free $((base + i)) || ok=0

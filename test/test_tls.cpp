@@ -196,6 +196,43 @@ TEST_CASE("TLS to a plain port, and plain to a TLS port, are refused with a hint
   expect_refused(plain_to_tls, "is this a TLS port? use rediss://");
 }
 
+TEST_CASE("a waiter over TLS is woken by the release, not by retry_delay", "[tls][wait]") {
+  Cluster masters(3, tls_server());
+  auto said = std::make_shared<std::vector<std::string>>();
+  LoopFixture loop;
+  {
+    Client holder(loop.get(), tls_options(masters, said));
+    Options slow = tls_options(masters, said);
+    slow.retry_delay = 10s;
+    slow.retry_jitter = 0ms;
+    Client waiter(loop.get(), slow);
+    Answer held = try_lock(loop, holder, "handoff", 30s);
+    REQUIRE_FALSE(held.error);
+    auto answer = std::make_shared<Answer>();
+    waiter.lock("handoff", 10s, 20s, [answer](std::error_code e, Lock l) {
+      ++answer->calls;
+      answer->error = e;
+      answer->lock = std::move(l);
+    });
+    // The waiter's subscriber connections (TLS too) are subscribed on every master.
+    auto subscribed = [&] {
+      for (std::size_t i = 0; i < masters.size(); ++i)
+        if (masters[i].command({"PUBSUB", "NUMSUB", "handoff:released"}) != "handoff:released 1") return false;
+      return true;
+    };
+    REQUIRE(loop.run_until(subscribed, 5s));
+    REQUIRE(answer->calls == 0);
+
+    auto released = std::chrono::steady_clock::now();
+    REQUIRE_FALSE(unlock(loop, holder, held.lock));
+    REQUIRE(loop.run_until([&] { return answer->calls > 0; }, 5s));
+    REQUIRE_FALSE(answer->error);
+    CHECK(std::chrono::steady_clock::now() - released < 5s);  // retry_delay is 10 s
+    CHECK(masters[0].get("handoff") == answer->lock.value);
+  }
+  REQUIRE(loop.close());
+}
+
 TEST_CASE("a TLS master killed and restarted: votes fail, then it reconnects and votes again", "[tls]") {
   Cluster masters(3, tls_server());
   auto said = std::make_shared<std::vector<std::string>>();
