@@ -4,33 +4,11 @@
 #include <utility>
 
 #include "quorum.hpp"
+#include "rendezvous.hpp"
 #include "scripts.hpp"
 #include "token.hpp"
 
 namespace redlock {
-namespace {
-
-// Rendezvous hashing: each master's rank for a key, the same in every Client
-// that names the master alike, whatever the order of Options::masters.
-std::uint64_t gate_rank(std::string_view key, const Endpoint& master) {
-  std::uint64_t h = 14695981039346656037ULL;  // FNV-1a
-  auto add = [&h](std::string_view bytes) {
-    for (unsigned char c : bytes) {
-      h ^= c;
-      h *= 1099511628211ULL;
-    }
-  };
-  add(key);
-  add(std::string_view("\0", 1));
-  add(master.unix_socket.empty() ? master.host : master.unix_socket);
-  add(std::to_string(master.port));
-  // splitmix64's finalizer: FNV-1a alone leaves the ranks of similar names close.
-  h = (h ^ (h >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  h = (h ^ (h >> 27)) * 0x94d049bb133111ebULL;
-  return h ^ (h >> 31);
-}
-
-}  // namespace
 
 Context::Context(uv_loop_t* l, Options o)
     : loop(l),
@@ -199,7 +177,7 @@ Master* Operation::gate() const {
   std::uint64_t best_rank = 0;
   for (const auto& m : context_.masters) {
     if (!m->voting()) continue;
-    std::uint64_t rank = gate_rank(key_, m->endpoint());
+    std::uint64_t rank = rendezvous_rank(key_, m->endpoint());
     if (best == nullptr || rank > best_rank) {
       best = m.get();
       best_rank = rank;

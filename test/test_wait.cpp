@@ -2,6 +2,7 @@
 
 #include <redlock/redlock.hpp>
 
+#include <algorithm>
 #include <chrono>
 #include <memory>
 #include <string>
@@ -43,6 +44,16 @@ struct Waiting {
   }
   bool done() const { return answer->calls > 0; }
 };
+
+// The masters on which `channel` has exactly `subscribers` subscribers.
+std::vector<std::size_t> subscribed_on(Cluster& masters, const std::string& channel, int subscribers) {
+  std::vector<std::size_t> found;
+  for (std::size_t i = 0; i < masters.size(); ++i) {
+    if (masters[i].command({"PUBSUB", "NUMSUB", channel}) == channel + " " + std::to_string(subscribers))
+      found.push_back(i);
+  }
+  return found;
+}
 
 // Lets the loop run so that a waiter's first attempt fails and it sleeps.
 void let_it_try(LoopFixture& loop) {
@@ -207,25 +218,57 @@ TEST_CASE(
     Answer held = try_lock(loop, holder, "restart", 30s);
     REQUIRE_FALSE(held.error);
     Waiting waiter(waiter_client, "restart", 10s, 20s);
-    let_it_try(loop);
-    const std::vector<std::string> numsub{"PUBSUB", "NUMSUB", "restart:released"};
-    REQUIRE(masters[0].command(numsub) == "restart:released 1");
+    const std::string channel = "restart:released";
+    std::vector<std::size_t> carriers;  // the masters the waiter subscribed on
+    REQUIRE(loop.run_until([&] { return (carriers = subscribed_on(masters, channel, 1)).size() == 2; }, 5s));
+    std::size_t restarted = carriers[0];
 
-    masters[0].restart(false);  // a new process: any subscriber it has came back
-    REQUIRE(loop.run_until([&] { return masters[0].command(numsub) == "restart:released 1"; }, 5s));
+    masters[restarted].restart(false);  // a new process: any subscriber it has came back
+    const std::vector<std::string> numsub{"PUBSUB", "NUMSUB", channel};
+    REQUIRE(loop.run_until([&] { return masters[restarted].command(numsub) == channel + " 1"; }, 5s));
     REQUIRE_FALSE(waiter.done());
 
     // The holder's keys vanish from the other two without a message; only
     // the restarted master announces the release. Nothing else would wake
     // the waiter for 10 s (retry_delay) or 30 s (the keys' expiry).
-    masters[1].command({"DEL", "restart"});
-    masters[2].command({"DEL", "restart"});
+    for (std::size_t i = 0; i < masters.size(); ++i) {
+      if (i != restarted) masters[i].command({"DEL", "restart"});
+    }
     auto announced = steady::now();
-    masters[0].command({"PUBLISH", "restart:released", held.lock.value});
+    masters[restarted].command({"PUBLISH", channel, held.lock.value});
     REQUIRE(loop.run_until([&] { return waiter.done(); }, 5s));
     REQUIRE_FALSE(waiter.answer->error);
     CHECK(*waiter.answered_at - announced < scaled(200ms));
     CHECK(held_everywhere(masters, "restart", waiter.answer->lock.value));
+  }
+  REQUIRE(loop.close());
+}
+
+TEST_CASE("a key's releases are heard from a majority of the masters, the same ones in every Client",
+          "[wait]") {
+  Cluster masters(5);
+  LoopFixture loop;
+  {
+    Client holder(loop.get(), masters.options());
+    Options reversed = slow_polling(masters.options());
+    std::reverse(reversed.masters.begin(), reversed.masters.end());
+    Client first(loop.get(), slow_polling(masters.options()));
+    Client second(loop.get(), reversed);
+    Answer held = try_lock(loop, holder, "majority", 30s);
+    REQUIRE_FALSE(held.error);
+    Waiting a(first, "majority", 10s, 20s);
+    Waiting b(second, "majority", 10s, 20s);
+    // Both Clients subscribe on the same three masters; the other two carry nothing.
+    const std::string channel = "majority:released";
+    REQUIRE(loop.run_until([&] { return subscribed_on(masters, channel, 2).size() == 3; }, 5s));
+    CHECK(subscribed_on(masters, channel, 0).size() == 2);
+
+    auto released = steady::now();
+    REQUIRE_FALSE(unlock(loop, holder, held.lock));
+    REQUIRE(loop.run_until([&] { return a.done() || b.done(); }, 5s));
+    const Waiting& taker = a.done() ? a : b;
+    REQUIRE_FALSE(taker.answer->error);
+    CHECK(*taker.answered_at - released < scaled(100ms));
   }
   REQUIRE(loop.close());
 }
