@@ -92,7 +92,11 @@ TEST_CASE("replies count as yes, no or failed votes", "[round]") {
 
 TEST_CASE("rendezvous hashing picks `count` masters per key, whatever their order", "[quorum]") {
   std::vector<Endpoint> masters;
-  for (int port = 7001; port <= 7005; ++port) masters.push_back(Endpoint{"127.0.0.1", port});
+  for (int port = 7001; port <= 7005; ++port) {
+    Endpoint m;
+    m.port = port;
+    masters.push_back(m);
+  }
   std::vector<Endpoint> reversed(masters.rbegin(), masters.rend());
   std::vector<int> picked_per_master(masters.size());
   for (int k = 0; k < 200; ++k) {
