@@ -536,8 +536,11 @@ struct RunResult {
   std::map<std::string, long long> calls;
   std::int64_t start = 0, end = 0;
   int killed = 0;
-  double foreign_cpu = 0;  // share of the machine's CPU time used by processes other than ours
-  double steal_cpu = 0;    // share stolen by the hypervisor
+  double foreign_cpu = 0;    // share of the machine's CPU time used by processes other than ours
+  double steal_cpu = 0;      // share stolen by the hypervisor
+  double busy_cpu = 0;       // share of the machine's CPU time spent in any process
+  double interrupt_cpu = 0;  // share spent in interrupts
+  double context_switches_per_s = 0;
   int failed = 0;
 };
 
@@ -545,15 +548,22 @@ struct RunResult {
 // CPU time (clock ticks) of every CPU from /proc/stat: spent in processes
 // (user, nice, system; interrupts cannot be told apart by owner) and stolen
 // by the hypervisor (this machine is a VM: its vCPUs wait while others run).
+// Also the time in interrupts (irq, softirq: loopback TCP is processed
+// there) and the context switches so far (the "ctxt" line).
 struct MachineTicks {
-  long long busy = 0, steal = 0;
+  long long busy = 0, steal = 0, interrupts = 0, context_switches = 0;
 };
 MachineTicks machine_ticks() {
   std::ifstream stat("/proc/stat");
   std::string cpu;
   long long user = 0, nice = 0, system = 0, idle = 0, iowait = 0, irq = 0, softirq = 0, steal = 0;
   stat >> cpu >> user >> nice >> system >> idle >> iowait >> irq >> softirq >> steal;
-  return {user + nice + system, steal};
+  MachineTicks ticks{user + nice + system, steal, irq + softirq, 0};
+  std::string line;
+  while (std::getline(stat, line)) {
+    if (line.rfind("ctxt ", 0) == 0) ticks.context_switches = std::atoll(line.c_str() + 5);
+  }
+  return ticks;
 }
 
 // utime + stime of one process (clock ticks); 0 when it is gone.
@@ -723,6 +733,14 @@ RunResult run_once(const Settings& s, const std::string& impl, const std::vector
     r.foreign_cpu = available > 0 ? std::max(0.0, static_cast<double>(foreign) / available) : 0;
     r.steal_cpu =
         available > 0 ? static_cast<double>(machine_after.steal - machine_before.steal) / available : 0;
+    r.busy_cpu =
+        available > 0 ? static_cast<double>(machine_after.busy - machine_before.busy) / available : 0;
+    r.interrupt_cpu =
+        available > 0 ? static_cast<double>(machine_after.interrupts - machine_before.interrupts) / available
+                      : 0;
+    r.context_switches_per_s =
+        static_cast<double>(machine_after.context_switches - machine_before.context_switches) /
+        (static_cast<double>(now_ns() - measured_from) / 1e9);
   } catch (...) {
     kill_all();
     for (int fd : ready) {
@@ -883,6 +901,9 @@ Summary report(const Settings& s, const std::string& impl, int n, int k, int rep
   }
   line.add("foreign_cpu", r.foreign_cpu)
       .add("steal_cpu", r.steal_cpu)
+      .add("busy_cpu", r.busy_cpu)
+      .add("interrupt_cpu", r.interrupt_cpu)
+      .add("context_switches_per_s", r.context_switches_per_s)
       .add("killed", r.killed)
       .add("failed_workers", r.failed)
       .add("placement", placement)

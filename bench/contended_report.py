@@ -18,7 +18,8 @@ FIELDS = ["cycles_per_s", "least_served_ratio", "most_served_ratio", "handoff_p5
           "other_handoff_p50_us", "other_handoff_p99_us", "from_unlock_call_p50_us", "from_unlock_call_p99_us",
           "retake_ratio", "wait_p50_us", "wait_p99_us",
           "errors", "votes_asked_per_acquisition", "votes_refused_per_acquisition", "deletes_per_acquisition",
-          "publishes_per_acquisition", "attempts_per_acquisition", "foreign_cpu", "steal_cpu"]
+          "publishes_per_acquisition", "attempts_per_acquisition", "foreign_cpu", "steal_cpu", "busy_cpu", "interrupt_cpu",
+          "context_switches_per_s"]
 
 
 def load(path):
@@ -134,7 +135,8 @@ def main(path, append):
         return ("%%.%df" % digits) % x
 
     header = ["N", "K", "impl", "reps", "cycles/s", "x serial", "least", "retake", "handoff p50", "p99",
-              "to-other p50", "p99", "unlock call p50", "p99", "wait p50", "p99", "errors", "votes/acq", "refused/acq", "del/acq", "steal"]
+              "to-other p50", "p99", "unlock call p50", "p99", "wait p50", "p99", "errors", "votes/acq", "refused/acq", "del/acq", "steal", "busy", "irq",
+              "ctxt/s"]
     rows = [header]
     for line in lines:
         rows.append([str(line["masters"]), str(line["processes"]), line["impl"], str(line["reps"]),
@@ -147,14 +149,17 @@ def main(path, append):
                      fmt(line.get("wait_p50_us")), fmt(line.get("wait_p99_us")), fmt(line.get("errors")),
                      fmt(line.get("votes_asked_per_acquisition"), 2),
                      fmt(line.get("votes_refused_per_acquisition"), 2),
-                     fmt(line.get("deletes_per_acquisition"), 2), fmt(line.get("steal_cpu"), 2)])
+                     fmt(line.get("deletes_per_acquisition"), 2), fmt(line.get("steal_cpu"), 2),
+                     fmt(line.get("busy_cpu"), 2), fmt(line.get("interrupt_cpu"), 2), fmt(line.get("context_switches_per_s"))])
     widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
     print("Medians over repetitions; times in us; 'x serial' = cycles/s over redlock's one-process run;")
     print("handoff = previous holder's unlock answered -> next lock answered; 'to-other' counts only")
     print("handoffs to another process; 'unlock call' = previous holder called unlock -> next lock answered;")
     print("retake = share of acquisitions by the previous holder;")
     print("votes/refused/del per acquisition per master, from the masters' commandstats;")
-    print("steal = share of the vCPUs' time the hypervisor gave to other guests during the run.")
+    print("steal = share of the vCPUs' time the hypervisor gave to other guests during the run;")
+    print("busy = share of both vCPUs' time spent in processes, irq = in interrupts (loopback TCP's softirq);")
+    print("ctxt/s = the machine's context switches a second.")
     for i, r in enumerate(rows):
         print("  ".join(c.rjust(widths[j]) if j != 2 else c.ljust(widths[j]) for j, c in enumerate(r)))
         if i == 0:
