@@ -262,7 +262,7 @@ int worker_main(const WorkerArgs& a) {
     // waiting impl) the subscriber connections are all up before the window.
     std::string warm = "bench:contended:warm:" + std::to_string(::getpid());
     bool warmed = false;
-    auto after_warm = [&](std::error_code error, redlock::Lock l) {
+    auto after_warm = [&](std::error_code error, const redlock::Lock& l) {
       if (error) {
         std::fprintf(stderr, "bench_contended worker: warm-up lock: %s\n", error.message().c_str());
         uv_stop(&loop);
@@ -304,7 +304,7 @@ int worker_main(const WorkerArgs& a) {
 
     std::function<void()> cycle;
     std::function<void(std::int64_t, int)> try_once;
-    auto on_lock = [&](std::int64_t call, int attempts, std::error_code error, redlock::Lock l) {
+    auto on_lock = [&](std::int64_t call, int attempts, std::error_code error, const redlock::Lock& l) {
       std::int64_t acquired = now_ns();
       if (error) {
         if (error == redlock::errc::closed) {
@@ -326,29 +326,30 @@ int worker_main(const WorkerArgs& a) {
     };
     // redlock-polling: try, and after a refusal sleep the peers' retry pause.
     try_once = [&](std::int64_t call, int attempts) {
-      client.try_lock(a.resource, lock_ttl, [&, call, attempts](std::error_code error, redlock::Lock l) {
-        if (error == redlock::errc::not_acquired && !closing) {
-          poll_timer.data = new std::function<void()>([&, call, attempts] { try_once(call, attempts + 1); });
-          uv_timer_start(
-              &poll_timer,
-              [](uv_timer_t* t) {
-                std::unique_ptr<std::function<void()>> fn(static_cast<std::function<void()>*>(t->data));
-                t->data = nullptr;
-                (*fn)();
-              },
-              static_cast<std::uint64_t>(poll_pause(rng)), 0);
-          return;
-        }
-        on_lock(call, attempts, error, std::move(l));
-      });
+      client.try_lock(
+          a.resource, lock_ttl, [&, call, attempts](std::error_code error, const redlock::Lock& l) {
+            if (error == redlock::errc::not_acquired && !closing) {
+              poll_timer.data =
+                  new std::function<void()>([&, call, attempts] { try_once(call, attempts + 1); });
+              uv_timer_start(
+                  &poll_timer,
+                  [](uv_timer_t* t) {
+                    std::unique_ptr<std::function<void()>> fn(static_cast<std::function<void()>*>(t->data));
+                    t->data = nullptr;
+                    (*fn)();
+                  },
+                  static_cast<std::uint64_t>(poll_pause(rng)), 0);
+              return;
+            }
+            on_lock(call, attempts, error, l);
+          });
     };
     cycle = [&] {
       if (closing || now_ns() >= end || cycles.size() >= max_cycles_per_worker) return close();
       std::int64_t call = now_ns();
       if (polling) return try_once(call, 1);
-      client.lock(a.resource, lock_ttl, lock_wait, [&, call](std::error_code error, redlock::Lock l) {
-        on_lock(call, 0, error, std::move(l));
-      });
+      client.lock(a.resource, lock_ttl, lock_wait,
+                  [&, call](std::error_code error, const redlock::Lock& l) { on_lock(call, 0, error, l); });
     };
     cycle();
     uv_run(&loop, UV_RUN_DEFAULT);
@@ -511,6 +512,7 @@ Spawned spawn(const std::vector<std::string>& args, int ready_write, const std::
   int go[2];
   if (::pipe2(go, O_CLOEXEC) != 0) throw std::runtime_error("pipe2 failed");
   std::vector<char*> c_args;
+  c_args.reserve(args.size() + 1);
   for (const auto& x : args) c_args.push_back(const_cast<char*>(x.c_str()));
   c_args.push_back(nullptr);
   pid_t parent = ::getpid();

@@ -1,6 +1,5 @@
 #include <catch2/catch.hpp>
 
-#include <algorithm>
 #include <chrono>
 #include <string>
 #include <vector>

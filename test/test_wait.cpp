@@ -147,7 +147,7 @@ TEST_CASE("waiters of one Client are served first come, first served", "[wait]")
     std::vector<int> order;
     std::vector<Lock> locks(4);
     for (int i = 0; i < 4; ++i) {
-      waiters.lock("queue", 10s, 20s, [&, i](std::error_code e, Lock l) {
+      waiters.lock("queue", 10s, 20s, [&, i](std::error_code e, const Lock& l) {
         REQUIRE_FALSE(e);
         order.push_back(i);
         locks[static_cast<std::size_t>(i)] = l;
@@ -283,7 +283,7 @@ TEST_CASE("close answers every waiter with closed and the loop closes clean", "[
     REQUIRE_FALSE(held.error);
     std::vector<std::error_code> answers;
     for (int i = 0; i < 3; ++i) {
-      waiters->lock("closing", 10s, 20s, [&](std::error_code e, Lock) { answers.push_back(e); });
+      waiters->lock("closing", 10s, 20s, [&](std::error_code e, const Lock&) { answers.push_back(e); });
     }
     let_it_try(loop);
     SECTION("close") {
