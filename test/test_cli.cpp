@@ -114,11 +114,7 @@ std::map<std::string, std::string> assignments(const std::string& text) {
 // A waiter for `key` subscribes its release channel on a majority of the
 // masters; once one of them counts it, the waiter has tried and is waiting.
 bool waiting_on(Cluster& masters, const std::string& key) {
-  const std::string channel = key + ":released";
-  for (std::size_t i = 0; i < masters.size(); ++i) {
-    if (masters[i].command({"PUBSUB", "NUMSUB", channel}) == channel + " 1") return true;
-  }
-  return false;
+  return !masters.subscribed_on(key + ":released", 1).empty();
 }
 
 bool held_nowhere(Cluster& masters, const std::string& key) {

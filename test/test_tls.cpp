@@ -215,13 +215,7 @@ TEST_CASE("a waiter over TLS is woken by the release, not by retry_delay", "[tls
       answer->lock = std::move(l);
     });
     // The waiter's subscriber connections (TLS too) are subscribed on a majority of the masters.
-    auto subscribed = [&] {
-      int carriers = 0;
-      for (std::size_t i = 0; i < masters.size(); ++i)
-        if (masters[i].command({"PUBSUB", "NUMSUB", "handoff:released"}) == "handoff:released 1") ++carriers;
-      return carriers == 2;
-    };
-    REQUIRE(loop.run_until(subscribed, 5s));
+    REQUIRE(loop.run_until([&] { return masters.subscribed_on("handoff:released", 1).size() == 2; }, 5s));
     REQUIRE(answer->calls == 0);
 
     auto released = std::chrono::steady_clock::now();

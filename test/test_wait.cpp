@@ -45,16 +45,6 @@ struct Waiting {
   bool done() const { return answer->calls > 0; }
 };
 
-// The masters on which `channel` has exactly `subscribers` subscribers.
-std::vector<std::size_t> subscribed_on(Cluster& masters, const std::string& channel, int subscribers) {
-  std::vector<std::size_t> found;
-  for (std::size_t i = 0; i < masters.size(); ++i) {
-    if (masters[i].command({"PUBSUB", "NUMSUB", channel}) == channel + " " + std::to_string(subscribers))
-      found.push_back(i);
-  }
-  return found;
-}
-
 // Lets the loop run so that a waiter's first attempt fails and it sleeps.
 void let_it_try(LoopFixture& loop) {
   loop.run_until([] { return false; }, 50ms);
@@ -220,7 +210,7 @@ TEST_CASE(
     Waiting waiter(waiter_client, "restart", 10s, 20s);
     const std::string channel = "restart:released";
     std::vector<std::size_t> carriers;  // the masters the waiter subscribed on
-    REQUIRE(loop.run_until([&] { return (carriers = subscribed_on(masters, channel, 1)).size() == 2; }, 5s));
+    REQUIRE(loop.run_until([&] { return (carriers = masters.subscribed_on(channel, 1)).size() == 2; }, 5s));
     std::size_t restarted = carriers[0];
 
     masters[restarted].restart(false);  // a new process: any subscriber it has came back
@@ -260,8 +250,8 @@ TEST_CASE("a key's releases are heard from a majority of the masters, the same o
     Waiting b(second, "majority", 10s, 20s);
     // Both Clients subscribe on the same three masters; the other two carry nothing.
     const std::string channel = "majority:released";
-    REQUIRE(loop.run_until([&] { return subscribed_on(masters, channel, 2).size() == 3; }, 5s));
-    CHECK(subscribed_on(masters, channel, 0).size() == 2);
+    REQUIRE(loop.run_until([&] { return masters.subscribed_on(channel, 2).size() == 3; }, 5s));
+    CHECK(masters.subscribed_on(channel, 0).size() == 2);
 
     auto released = steady::now();
     REQUIRE_FALSE(unlock(loop, holder, held.lock));

@@ -6,6 +6,7 @@
 
 #include <cstddef>
 #include <memory>
+#include <string>
 #include <vector>
 
 namespace redlock::test {
@@ -24,6 +25,9 @@ class Cluster {
   std::size_t size() const { return servers_.size(); }
   /// masters = each server's endpoint(), in order; every other field default.
   redlock::Options options() const;
+  /// The indexes of the servers on which `channel` has exactly `subscribers`
+  /// subscribers now (PUBSUB NUMSUB).
+  std::vector<std::size_t> subscribed_on(const std::string& channel, int subscribers);
 
  private:
   std::vector<std::unique_ptr<RedisServer>> servers_;
