@@ -41,8 +41,8 @@ namespace {
 
 template <class Args>
 Encoded encode(std::string_view verb, const Script* script, const Args& argv) {
-  constexpr std::size_t max_args = 16;  // lock commands use at most 9
-  constexpr std::array<std::string_view, 3> numkeys{"0", "1", "2"};
+  constexpr std::size_t max_args = 16;  // lock commands use at most 11
+  constexpr std::array<std::string_view, 4> numkeys{"0", "1", "2", "3"};
   if (argv.size() + 3 > max_args) throw std::length_error("redlock: too many command arguments");
   std::array<std::string_view, max_args> all;
   std::size_t n = 0;

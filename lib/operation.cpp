@@ -46,9 +46,37 @@ std::shared_ptr<const Command> Operation::make_command() const {
         return Command::script(scripts::continue_fenced, {key_, counter_key_, lock_.value, ttl});
       return Command::script(scripts::continue_lock, {key_, lock_.value, ttl});
     case Kind::unlock:
-      return Command::script(scripts::unlock, {key_, lock_.value, Waiters::channel(key_), lock_.value});
+      return unlock_command(lock_.value, lock_.value, context_.waiters.subscribed(key_), false);
   }
   return nullptr;
+}
+
+// The unlock script for `value`, publishing `message`; at the gate master
+// also waking the head of the queue, which has a command_timeout (what a
+// master has to answer) to claim the key.
+std::shared_ptr<const Command> Operation::unlock_command(std::string_view value, std::string_view message,
+                                                         bool subscribed, bool at_gate) const {
+  std::string_view others_only = subscribed ? "1" : "0";
+  if (!at_gate)
+    return Command::script(scripts::unlock, {key_, value, Waiters::channel(key_), message, others_only});
+  return Command::script(
+      scripts::unlock_and_wake,
+      {key_, Waiters::queue_key(key_), Waiters::reservation_key(key_), value, Waiters::channel(key_), message,
+       others_only, std::to_string(context_.options.command_timeout.count())});
+}
+
+// The acquire for a waiter's gate master: queues our wake channel there if
+// refused, when our subscriber there would hear the wake. The queue lives at
+// least as long as this waiter may still wait.
+std::shared_ptr<const Command> Operation::make_gate_command(const Master& gate) {
+  std::string_view wake_channel = context_.waiters.wake_channel_at(gate);
+  asked_to_queue_ = !wake_channel.empty();
+  std::uint64_t wait_left = deadline_ - std::min(deadline_, uv_now(context_.loop));
+  constexpr std::uint64_t queue_slack_ms = 1000;
+  return Command::script(
+      scripts::acquire_or_queue,
+      {key_, Waiters::queue_key(key_), Waiters::reservation_key(key_), lock_.value,
+       std::to_string(ttl_.count()), wake_channel, std::to_string(wait_left + queue_slack_ms)});
 }
 
 void Operation::wait_until(std::uint64_t deadline, bool answer_timeout) {
@@ -64,6 +92,10 @@ void Operation::start() {
     return;
   }
   enlisted_ = true;
+  // Refused lately: others wait for it too, queued at the gate. Ask the gate
+  // first, where this Client queues behind them, rather than all masters,
+  // where it would win the masters the head of the queue needs.
+  tried_ = context_.waiters.contended(key_);
   context_.waiters.enlist(key_, *this);
   if (context_.waiters.first_in_line(key_, *this)) {
     try_now();
@@ -89,6 +121,8 @@ void Operation::wake(std::string_view message) {
   if (!cb_) return;                                             // answered already
   if (Waiters::released_value(message) == lock_.value) return;  // the clean-up of our own attempt
   if (Waiters::is_partial(message) && held_by_majority_) return;
+  // The gate keeps the key for us: the next attempt need not ask it first.
+  if (message == Waiters::queue_wake) reserved_ = true;
   if (in_flight_) {
     woken_ = true;  // the attempt in flight may fail before the release; try again then
     return;
@@ -157,44 +191,35 @@ void Operation::attempt() {
     return;
   }
   passed_gate_ = false;
-  if (waiting_ && std::exchange(tried_, true)) {
-    if (Master* g = gate()) {
-      round_ = Round::start_on(*g, command_, t0, [this](const Outcome& o) { on_gate(o); });
+  bool reserved = std::exchange(reserved_, false);
+  if (waiting_ && std::exchange(tried_, true) && !reserved) {
+    if (Master* g = context_.waiters.gate(key_)) {
+      gate_ = g;
+      round_ = Round::start_on(*g, make_gate_command(*g), t0, [this](const Outcome& o) { on_gate(o); });
       return;
     }
   }
   start_round(t0);
 }
 
-// A waiter's later attempts first ask one master, the same for every Client
-// that names the masters alike (rendezvous hashing on the key), and go to
-// all only if it said yes. Waiters in many processes woken by one release
-// would otherwise split the votes (each wins some masters, none a majority)
-// and retry in a storm; at the gate one of them passes, the others learn the
-// holder's ttl there and sleep. A gate that is down or slow is skipped.
-Master* Operation::gate() const {
-  Master* best = nullptr;
-  std::uint64_t best_rank = 0;
-  for (const auto& m : context_.masters) {
-    if (!m->voting()) continue;
-    std::uint64_t rank = rendezvous_rank(key_, m->endpoint());
-    if (best == nullptr || rank > best_rank) {
-      best = m.get();
-      best_rank = rank;
-    }
-  }
-  return best;
-}
-
+// A waiter's later attempts first ask one master, the gate: the same for every
+// Client that names the masters alike (Waiters::gate), and go to all only if
+// it said yes. Waiters in many processes would otherwise split the votes
+// (each wins some masters, none a majority) and retry in a storm. At the gate
+// one of them passes; the others learn the holder's ttl there and are queued
+// there, to be woken one per release in the order they came. A gate that is
+// down or slow is skipped.
 void Operation::on_gate(const Outcome& outcome) {
   if (outcome.error == errc::not_acquired) {
     // Held at the gate: nothing of ours to release there.
     in_flight_ = false;
     held_by_majority_ = false;
+    note_queue(outcome);
     attempt_failed(errc::not_acquired, &outcome, false);
     return;
   }
   passed_gate_ = outcome.reached;
+  context_.waiters.unqueued(key_);
   uv_update_time(context_.loop);
   start_round(context_.clock.now());
 }
@@ -202,13 +227,32 @@ void Operation::on_gate(const Outcome& outcome) {
 void Operation::start_round(TimePoint t0) {
   auto decided = [this](const Outcome& o) { on_decided(o); };
   if (kind_ == Kind::unlock) {
+    if (Master* g = context_.waiters.gate(key_)) {
+      round_ = Round::start_gated(
+          context_.masters, command_, *g,
+          unlock_command(lock_.value, lock_.value, context_.waiters.subscribed(key_), true), t0,
+          std::move(decided), false, Decide::answered, release_patience());
+      return;
+    }
     round_ = Round::start(context_.masters, command_, t0, std::move(decided), Decide::answered,
                           release_patience());
   } else if (kind_ == Kind::continue_lock) {
     round_ = Round::start(context_.masters, command_, t0, std::move(decided), Decide::renewal);
+  } else if (Master* g = gated_round() ? context_.waiters.gate(key_) : nullptr) {
+    gate_ = g;
+    round_ = Round::start_gated(context_.masters, command_, *g, make_gate_command(*g), t0, std::move(decided),
+                                true);
   } else {
     round_ = Round::start(context_.masters, command_, t0, std::move(decided));
   }
+}
+
+// Whether a waiter's round on all masters also goes through the gate (its
+// veto, its queue): when the key is contended, where a queue may be kept.
+// Not for an uncontended lock(), which pays no more than try_lock, and not
+// with fencing, where the gate master must answer its counter like the others.
+bool Operation::gated_round() const {
+  return waiting_ && counter_key_.empty() && context_.waiters.contended(key_);
 }
 
 // How long a release waits for a master to come back. A key of ours lives at
@@ -229,12 +273,14 @@ void Operation::on_decided(const Outcome& outcome) {
   switch (kind_) {
     case Kind::acquire:
       if (!still_valid) {
+        note_queue(outcome);
         held_by_majority_ =
             passed_gate_ && outcome.tally.no >= quorum::majority(static_cast<int>(context_.masters.size()));
         // A quorum that answered too slowly gives a lock that is already dead.
         attempt_failed(outcome.reached ? errc::unavailable : outcome.error, &outcome);
         return;
       }
+      if (waiting_) context_.waiters.unqueued(key_);  // the gate took us out of its queue
       if (!counter_key_.empty()) {
         fence(outcome.tally.counter, valid_until);
         return;
@@ -311,6 +357,18 @@ void Operation::on_fenced(const Outcome& outcome, TimePoint valid_until) {
   finish({});
 }
 
+// Whether the attempt left us in the queue at the gate master, which then
+// wakes us in turn. Not known (a round decided before the gate answered):
+// not queued, so releases published to all still wake us.
+void Operation::note_queue(const Outcome& outcome) {
+  if (asked_to_queue_ && outcome.refused_at_gate && gate_ != nullptr) {
+    context_.waiters.queued(key_, *gate_);
+  } else {
+    context_.waiters.unqueued(key_);
+  }
+  asked_to_queue_ = false;
+}
+
 void Operation::attempt_failed(errc error, const Outcome* outcome, bool release) {
   // Keys of an attempt that reached no majority were no lock: their release
   // is marked partial (see wake()).
@@ -332,17 +390,19 @@ void Operation::attempt_failed(errc error, const Outcome* outcome, bool release)
         retry_timer_.get(), [](uv_timer_t* t) { owner_of<Operation>(t)->attempt(); }, delay, 0);
     return;
   }
+  if (error == errc::not_acquired) context_.waiters.refused(key_);
   if (std::exchange(woken_, false)) {
     by_release_ = true;
     try_now();  // a release came while this attempt was in flight
     return;
   }
-  context_.waiters.listen(key_);
+  if (!context_.waiters.is_queued(key_)) context_.waiters.listen(key_);
   int majority = quorum::majority(static_cast<int>(context_.masters.size()));
   // Only a lock() with a wait: the retry-count form keeps its pauses (a
   // release still ends them), or it would spend its retries on ties.
+  // (Not when queued at the gate: the gate refused, and wakes us in turn.)
   if (answer_timeout_ && outcome && error == errc::not_acquired && outcome->tally.yes > 0 &&
-      outcome->tally.no < majority) {
+      outcome->tally.no < majority && !context_.waiters.is_queued(key_)) {
     // Split votes: nobody holds a majority, other waiters tried at the same
     // moment. A short random pause, a few round trips at most, breaks the tie.
     auto took = std::chrono::duration_cast<milliseconds>(context_.clock.now() - outcome->t0).count();
@@ -366,9 +426,10 @@ void Operation::lost(errc error) {
 // gets it when it comes back, within release_patience().
 void Operation::release_everywhere(std::string_view value, bool partial) {
   std::string message = partial ? Waiters::partial_release(value) : std::string(value);
-  auto command = Command::script(scripts::unlock, {key_, value, Waiters::channel(key_), message});
+  auto command = unlock_command(value, message, false, false);
+  const Master* gate = context_.waiters.gate(key_);
   for (const auto& m : context_.masters) {
-    m->send(command, {}, release_patience());
+    m->send(m.get() == gate ? unlock_command(value, message, false, true) : command, {}, release_patience());
     m->flush();
   }
 }

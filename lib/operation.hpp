@@ -62,7 +62,7 @@ class Context {
   // reach operations, which use everything above.
   std::vector<std::unique_ptr<Master>> masters;
   // After masters: its subscriber connections wake operations.
-  Waiters waiters{loop, options, tls};
+  Waiters waiters{loop, options, tls, masters};
 
  private:
   std::shared_ptr<const bool> alive_ = std::make_shared<const bool>(true);
@@ -105,10 +105,14 @@ class Operation final : public Waiters::Waiter {
 
  private:
   std::shared_ptr<const Command> make_command() const;
+  std::shared_ptr<const Command> make_gate_command(const Master& gate);
+  std::shared_ptr<const Command> unlock_command(std::string_view value, std::string_view message,
+                                                bool subscribed, bool at_gate) const;
+  void note_queue(const Outcome& outcome);
   void attempt();
-  Master* gate() const;
   void on_gate(const Outcome& outcome);
   void start_round(TimePoint t0);
+  bool gated_round() const;
   void on_decided(const Outcome& outcome);
   void fence(long long counter, TimePoint valid_until);
   void on_fenced(const Outcome& outcome, TimePoint valid_until);
@@ -145,9 +149,12 @@ class Operation final : public Waiters::Waiter {
   bool enlisted_ = false;
   bool in_flight_ = false;
   bool woken_ = false;
-  bool by_release_ = false;   // the next attempt was started by a release
-  bool tried_ = false;        // an attempt was made: the next goes through the gate
-  bool passed_gate_ = false;  // the attempt in flight passed the gate
+  bool by_release_ = false;      // the next attempt was started by a release
+  bool tried_ = false;           // an attempt was made: the next goes through the gate
+  bool reserved_ = false;        // the queue woke us: the gate keeps the key for us
+  bool passed_gate_ = false;     // the attempt in flight passed the gate
+  Master* gate_ = nullptr;       // the gate master of the last gated attempt
+  bool asked_to_queue_ = false;  // that attempt asked the gate to queue our wake channel
   // The last attempt passed the gate and a majority refused it: a holder has
   // the lock, and a failed attempt's clean-up does not free it.
   bool held_by_majority_ = false;

@@ -21,9 +21,33 @@ std::shared_ptr<Round> Round::start(const std::vector<std::unique_ptr<Master>>& 
   return round;
 }
 
+std::shared_ptr<Round> Round::start_gated(const std::vector<std::unique_ptr<Master>>& masters,
+                                          const std::shared_ptr<const Command>& command, const Master& gate,
+                                          const std::shared_ptr<const Command>& gate_command, TimePoint t0,
+                                          Decided decided, bool veto, Decide rule,
+                                          std::chrono::milliseconds patience) {
+  auto round =
+      std::make_shared<Round>(Token{}, static_cast<int>(masters.size()), t0, std::move(decided), rule);
+  round->gate_ = &gate;
+  round->gate_veto_ = veto;
+  // The gate's command leaves first: its answer (a veto, a woken waiter)
+  // is the one a waiter's round waits for, and a release should wake the
+  // next waiter as early as it can.
+  for (const auto& m : masters) {
+    if (m.get() != &gate) continue;
+    m->send(gate_command, round, patience);
+    m->flush();
+  }
+  for (const auto& m : masters) {
+    if (m.get() != &gate) m->send(command, round, patience);
+  }
+  return round;
+}
+
 std::shared_ptr<Round> Round::start_on(Master& master, const std::shared_ptr<const Command>& command,
                                        TimePoint t0, Decided decided) {
   auto round = std::make_shared<Round>(Token{}, 1, t0, std::move(decided), Decide::early);
+  round->gate_ = &master;
   master.send(command, round);
   return round;
 }
@@ -35,7 +59,14 @@ void Round::on_reply(const Master& from, const Reply& answer) {
   if (reply.type == Reply::Type::integer) {
     tally_.most = std::max(tally_.most, reply.integer);
     // The acquire script's no: -(the holder's remaining ms + 1).
-    if (vote == Vote::no && reply.integer < 0) holder_left_ms_.push_back(-reply.integer - 1);
+    if (vote == Vote::no && reply.integer < 0) {
+      holder_left_ms_.push_back(-reply.integer - 1);
+      if (&from == gate_) refused_at_gate_ = true;
+    }
+  }
+  if (&from == gate_) {
+    gate_answered_ = true;
+    gate_said_no_ = vote == Vote::no;
   }
   if (vote == Vote::yes) {
     // Two endpoints that reach one server must not make two votes.
@@ -59,7 +90,8 @@ void Round::on_reply(const Master& from, const Reply& answer) {
   count(vote);
 }
 
-void Round::on_failure(const Master&, Failure) {
+void Round::on_failure(const Master& from, Failure) {
+  if (&from == gate_) gate_answered_ = true;
   count(Vote::failed);
 }
 
@@ -80,7 +112,10 @@ void Round::count(Vote vote) {
   outcome.t0 = t0_;
   outcome.tally = tally_;
   int majority = quorum::majority(n_);
-  if (tally_.yes >= majority) {
+  if (gate_veto_ && gate_said_no_) {
+    outcome.error = errc::not_acquired;
+  } else if (tally_.yes >= majority) {
+    if (gate_veto_ && !gate_answered_) return;
     int unanswered = n_ - tally_.yes - tally_.no - tally_.failed;
     // Whether ownership was continuous must not depend on reply order.
     if (rule_ == Decide::renewal && tally_.renewed < majority && tally_.renewed + unanswered >= majority)
@@ -96,6 +131,7 @@ void Round::count(Vote vote) {
     return;
   }
   if (!outcome.reached) outcome.free_in_ms = free_in_ms();
+  outcome.refused_at_gate = refused_at_gate_;
   auto decided = std::exchange(decided_, nullptr);
   decided(outcome);
 }

@@ -39,6 +39,9 @@ struct Outcome {
   // The acquire script: how long until a majority of masters could be free,
   // from the holders' remaining ttls; -1 when not known.
   long long free_in_ms = -1;
+  // A round with a gate: the gate master had refused with the holder's
+  // expiry (acquire_or_queue: queued us) by the time of the decision.
+  bool refused_at_gate = false;
 };
 
 /// One fan-out of one command to every master. It decides as soon as the
@@ -59,6 +62,17 @@ class Round final : public ReplyHandler, public std::enable_shared_from_this<Rou
                                       const std::shared_ptr<const Command>& command, TimePoint t0,
                                       Decided decided, Decide rule = Decide::early,
                                       std::chrono::milliseconds patience = {});
+  /// start() where the master `gate` gets `gate_command` instead: a key's
+  /// gate master keeps the queue of the Clients waiting for it. With `veto`
+  /// (a waiter's attempt, which queues at its gate where refused there) the
+  /// round is won only if the gate granted too, unless its vote failed:
+  /// otherwise a waiter could win the other masters while the gate keeps the
+  /// lock for the head of its queue.
+  static std::shared_ptr<Round> start_gated(const std::vector<std::unique_ptr<Master>>& masters,
+                                            const std::shared_ptr<const Command>& command, const Master& gate,
+                                            const std::shared_ptr<const Command>& gate_command, TimePoint t0,
+                                            Decided decided, bool veto, Decide rule = Decide::early,
+                                            std::chrono::milliseconds patience = {});
   /// A round of one vote, on `master` alone (a waiter's gate).
   static std::shared_ptr<Round> start_on(Master& master, const std::shared_ptr<const Command>& command,
                                          TimePoint t0, Decided decided);
@@ -77,6 +91,11 @@ class Round final : public ReplyHandler, public std::enable_shared_from_this<Rou
 
   int n_;
   Decide rule_;
+  const Master* gate_ = nullptr;
+  bool gate_veto_ = false;
+  bool gate_answered_ = false;  // its vote counted (yes, no or failed)
+  bool gate_said_no_ = false;
+  bool refused_at_gate_ = false;  // no, with the holder's expiry
   TimePoint t0_;
   Decided decided_;
   Tally tally_;

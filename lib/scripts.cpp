@@ -6,14 +6,37 @@ namespace redlock::scripts {
 
 const Script unlock{
     "unlock",
-    "if redis.call('get', KEYS[1]) == ARGV[1] then\n"
-    "  redis.call('del', KEYS[1])\n"
-    "  return 1 + redis.call('publish', ARGV[2], ARGV[3])\n"
-    "end\n"
-    "return 0\n",
-    "30bc625edee04fc918939d01f10ca320b4d52acc",
+    "if redis.call('get', KEYS[1]) ~= ARGV[1] then return 0 end\n"
+    "redis.call('del', KEYS[1])\n"
+    "local others = redis.call('publish', ARGV[2], ARGV[3]) - tonumber(ARGV[4])\n"
+    "if others < 0 then others = 0 end\n"
+    "return 1 + others\n",
+    "8f8c6a4ff53cc821ea639c66d8cb03c207da6806",
     0,
     std::numeric_limits<int>::max(),
+};
+
+const Script unlock_and_wake{
+    "unlock_and_wake",
+    "if redis.call('get', KEYS[1]) ~= ARGV[1] then return 0 end\n"
+    "redis.call('del', KEYS[1])\n"
+    "local others = redis.call('publish', ARGV[2], ARGV[3]) - tonumber(ARGV[4])\n"
+    "if others < 0 then others = 0 end\n"
+    "while true do\n"
+    "  local head = redis.call('zrange', KEYS[2], 0, 0)[1]\n"
+    "  if not head then break end\n"
+    "  redis.call('zrem', KEYS[2], head)\n"
+    "  if redis.call('publish', head, KEYS[1]) > 0 then\n"
+    "    redis.call('set', KEYS[3], head, 'PX', ARGV[5])\n"
+    "    others = others + 1\n"
+    "    break\n"
+    "  end\n"
+    "end\n"
+    "return 1 + others\n",
+    "4930d8ae40d089b784dbe5faf6635ef20ed0c650",
+    0,
+    std::numeric_limits<int>::max(),
+    3,
 };
 
 const Script acquire{
@@ -26,6 +49,55 @@ const Script acquire{
     "9f95a6e45bc781cc09ba335019170d8cc4c8d942",
     -std::numeric_limits<int>::max(),
     1,
+};
+
+const Script acquire_or_queue{
+    "acquire_or_queue",
+    "local reserved = redis.call('get', KEYS[3])\n"
+    "local left\n"
+    "if reserved and reserved ~= ARGV[3] then\n"
+    "  left = redis.call('pttl', KEYS[3])\n"
+    "else\n"
+    "  if redis.call('set', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then\n"
+    "    if reserved then redis.call('del', KEYS[3]) end\n"
+    "    if ARGV[3] ~= '' then redis.call('zrem', KEYS[2], ARGV[3]) end\n"
+    "    return 1\n"
+    "  end\n"
+    "  if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('pexpire', KEYS[1], ARGV[2]) end\n"
+    "  left = redis.call('pttl', KEYS[1])\n"
+    "end\n"
+    "if left < 0 then return 0 end\n"
+    "if ARGV[3] ~= '' then\n"
+    "  local now = redis.call('time')\n"
+    "  redis.call('zadd', KEYS[2], 'NX', now[1] * 1000 + math.floor(now[2] / 1000), ARGV[3])\n"
+    "  if redis.call('pttl', KEYS[2]) < tonumber(ARGV[4]) then redis.call('pexpire', KEYS[2], ARGV[4]) end\n"
+    "end\n"
+    "return -left - 1\n",
+    "56c04da598c216a96f1b737cc0997e132d677e3f",
+    -std::numeric_limits<int>::max(),
+    1,
+    3,
+};
+
+const Script wake_next{
+    "wake_next",
+    "if redis.call('exists', KEYS[1]) == 1 then return 0 end\n"
+    "local reserved = redis.call('get', KEYS[3])\n"
+    "if reserved and reserved ~= ARGV[2] then return 0 end\n"
+    "redis.call('del', KEYS[3])\n"
+    "while true do\n"
+    "  local head = redis.call('zrange', KEYS[2], 0, 0)[1]\n"
+    "  if not head then return 0 end\n"
+    "  redis.call('zrem', KEYS[2], head)\n"
+    "  if redis.call('publish', head, KEYS[1]) > 0 then\n"
+    "    redis.call('set', KEYS[3], head, 'PX', ARGV[1])\n"
+    "    return 1\n"
+    "  end\n"
+    "end\n",
+    "9c329c6614556cce328b11905a6a773ad9ab1715",
+    0,
+    1,
+    3,
 };
 
 const Script extend{
@@ -132,7 +204,8 @@ const Script fence{
     2,
 };
 
-const std::array<const Script*, 8> all{&unlock, &acquire,        &extend,          &continue_lock,
-                                       &renew,  &acquire_fenced, &continue_fenced, &fence};
+const std::array<const Script*, 11> all{&unlock,         &unlock_and_wake, &acquire,       &acquire_or_queue,
+                                        &wake_next,      &extend,          &continue_lock, &renew,
+                                        &acquire_fenced, &continue_fenced, &fence};
 
 }  // namespace redlock::scripts

@@ -21,12 +21,22 @@ struct Script {
 
 namespace scripts {
 
-/// KEYS[1] key, ARGV[1] value, ARGV[2] release channel, ARGV[3] message:
-/// deletes the key only if it holds our value, and then publishes the
-/// message on the channel (the value; a failed attempt's clean-up marks it,
-/// see Waiters::partial_release). Returns 1 + the number of subscribers that
-/// heard it when it deleted, 0 otherwise.
+/// KEYS[1] key, ARGV[1] value, ARGV[2] release channel, ARGV[3] message,
+/// ARGV[4] 1 if the releasing Client is subscribed to the release channel,
+/// else 0: deletes the key only if it holds our value, and then publishes the
+/// message on the release channel (the value; a failed attempt's clean-up
+/// marks it, see Waiters::partial_release). Returns 0 when it did not delete,
+/// otherwise 1 + the number of other subscribers that heard it.
 extern const Script unlock;
+
+/// KEYS[1] key, KEYS[2] its wait queue, KEYS[3] its reservation, ARGV[1..4]
+/// as unlock's, ARGV[5] ms: unlock for the key's gate master, where waiting
+/// Clients queue. After the release message it also wakes the head of the
+/// queue: it pops members (wake channels) until a PUBLISH of the key on one is
+/// heard, and reserves the key for that one for ARGV[5] ms (see
+/// acquire_or_queue). Returns 0 when it did not delete, otherwise 1 + the
+/// number of other Clients told (subscribers, and the head it woke).
+extern const Script unlock_and_wake;
 
 /// KEYS[1] key, ARGV[1] value, ARGV[2] ttl in ms: SET NX PX, for waiters.
 /// Returns 1 when it set the key or the key already held our value (its ttl
@@ -34,6 +44,24 @@ extern const Script unlock;
 /// otherwise -(the holder's remaining ms + 1), or 0 when the key has no
 /// expiry, so a waiter knows when to try again.
 extern const Script acquire;
+
+/// KEYS[1] key, KEYS[2] its wait queue, KEYS[3] its reservation, ARGV[1]
+/// value, ARGV[2] ttl in ms, ARGV[3] a wake channel or "", ARGV[4] ms: the
+/// acquire script, for the gate master of a waiter. While the key is reserved
+/// for another wake channel (the queue's head just woken) it refuses as if
+/// held, for what is left of the reservation. Where it refuses with a known
+/// expiry it also queues the wake channel (ZADD NX, scored by the master's
+/// clock in ms, so a waiter keeps its place) and keeps the queue at least
+/// ARGV[4] ms; where it sets the key it takes the channel out of the queue and
+/// ends the reservation. Same answers as acquire.
+extern const Script acquire_or_queue;
+
+/// KEYS[1] key, KEYS[2] its wait queue, KEYS[3] its reservation, ARGV[1] ms,
+/// ARGV[2] our wake channel: passes a wake on. If the key is free and not
+/// reserved for another channel, pops members until a PUBLISH of the key on one
+/// is heard and reserves the key for it, as unlock does (1); otherwise, or if
+/// the queue ran out, 0. For a Client woken for a key it no longer waits for.
+extern const Script wake_next;
 
 /// KEYS[1] key, ARGV[1] value, ARGV[2] ttl in ms: sets the ttl only if the key
 /// holds our value. Returns 1 when it did, 0 otherwise; never creates the key.
@@ -72,7 +100,7 @@ extern const Script continue_fenced;
 extern const Script fence;
 
 /// Every script, in the order they are loaded on connect.
-extern const std::array<const Script*, 8> all;
+extern const std::array<const Script*, 11> all;
 
 }  // namespace scripts
 }  // namespace redlock

@@ -5,12 +5,19 @@
 
 #include "quorum.hpp"
 #include "rendezvous.hpp"
+#include "scripts.hpp"
 #include "token.hpp"
 
 namespace redlock {
 namespace {
 
 constexpr std::string_view channel_suffix = ":released";
+constexpr std::string_view queue_suffix = ":queue";
+constexpr std::string_view reservation_suffix = ":reserved";
+// How long after its last refused attempt a key counts as contended.
+constexpr std::uint64_t contended_ms = 1000;
+// Past this many remembered contended keys, those whose time passed are forgotten.
+constexpr std::size_t contended_to_keep = 64;
 constexpr char partial_mark = '~';  // never in a value (hex digits)
 // Past this many remembered yields, those whose time passed are forgotten.
 constexpr std::size_t yields_to_keep = 64;
@@ -34,9 +41,13 @@ std::string key_of(std::string_view channel) {
 class Waiters::Confirmations final : public ReplyHandler {
  public:
   explicit Confirmations(Waiters& waiters) : waiters_(waiters) {}
-  void on_reply(const Master&, const Reply& reply) override {
-    if (reply.type == Reply::Type::array && reply.elements.size() == 3 &&
-        reply.elements[0].str == "subscribe") {
+  void on_reply(const Master& subscriber, const Reply& reply) override {
+    if (reply.type != Reply::Type::array || reply.elements.size() != 3 ||
+        reply.elements[0].str != "subscribe")
+      return;
+    if (reply.elements[1].str == waiters_.wake_channel_) {
+      waiters_.on_wake_subscribed(subscriber);
+    } else {
       waiters_.on_subscribed(reply.elements[1].str);
     }
   }
@@ -46,10 +57,13 @@ class Waiters::Confirmations final : public ReplyHandler {
   Waiters& waiters_;
 };
 
-Waiters::Waiters(uv_loop_t* loop, const Options& options, std::shared_ptr<const TlsContext> tls)
+Waiters::Waiters(uv_loop_t* loop, const Options& options, std::shared_ptr<const TlsContext> tls,
+                 const std::vector<std::unique_ptr<Master>>& masters)
     : loop_(loop),
       options_(options),
       tls_(std::move(tls)),
+      masters_(masters),
+      wake_channel_(options.key_prefix + "wake:" + random_token()),
       confirmations_(std::make_shared<Confirmations>(*this)) {
 }
 
@@ -59,6 +73,18 @@ std::string Waiters::channel(std::string_view key) {
   std::string c(key);
   c += channel_suffix;
   return c;
+}
+
+std::string Waiters::queue_key(std::string_view key) {
+  std::string q(key);
+  q += queue_suffix;
+  return q;
+}
+
+std::string Waiters::reservation_key(std::string_view key) {
+  std::string r(key);
+  r += reservation_suffix;
+  return r;
 }
 
 std::string Waiters::partial_release(std::string_view value) {
@@ -77,8 +103,6 @@ std::string_view Waiters::released_value(std::string_view message) {
 
 void Waiters::enlist(const std::string& key, Waiter& waiter) {
   lines_[key].queue.push_back(&waiter);
-  auto sub = subscribed_.find(key);
-  if (sub != subscribed_.end()) sub->second.idle_since = 0;
 }
 
 void Waiters::leave(const std::string& key, Waiter& waiter) {
@@ -91,9 +115,19 @@ void Waiters::leave(const std::string& key, Waiter& waiter) {
     if (was_first) queue.front()->wake({});
     return;
   }
+  // Out of the queue, or the wake meant for the next one is swallowed here.
+  if (const Master* gate = it->second.queued_at) {
+    masters_[gate->index()]->send(Command::plain({"ZREM", queue_key(key), wake_channel_}), {});
+  }
   lines_.erase(it);
+  idle(key);
+}
+
+// Nothing needs `key`'s release channel now: unsubscribe after the linger,
+// unless a waiter listens again meanwhile.
+void Waiters::idle(const std::string& key) {
   auto sub = subscribed_.find(key);
-  if (sub == subscribed_.end()) return;
+  if (sub == subscribed_.end() || sub->second.idle_since != 0) return;
   sub->second.idle_since = std::max<std::uint64_t>(uv_now(loop_), 1);
   if (!linger_) {
     linger_ = make_timer(loop_, this);
@@ -106,9 +140,52 @@ void Waiters::leave(const std::string& key, Waiter& waiter) {
 }
 
 void Waiters::listen(const std::string& key) {
-  if (subscribed_.count(key) != 0) return;
+  auto sub = subscribed_.find(key);
+  if (sub != subscribed_.end()) {
+    sub->second.idle_since = 0;
+    return;
+  }
   subscribed_.emplace(key, Subscription{});
   subscribe(key);
+}
+
+std::string_view Waiters::wake_channel_at(const Master& gate) const {
+  std::size_t i = gate.index();
+  bool heard =
+      i < subscribers_.size() && wake_confirmed_[i] && subscribers_[i]->state() == Master::State::ready;
+  return heard ? std::string_view(wake_channel_) : std::string_view();
+}
+
+void Waiters::queued(const std::string& key, const Master& gate) {
+  auto it = lines_.find(key);
+  if (it == lines_.end()) return;
+  it->second.queued_at = &gate;
+  idle(key);
+}
+
+void Waiters::unqueued(const std::string& key) {
+  auto it = lines_.find(key);
+  if (it != lines_.end()) it->second.queued_at = nullptr;
+}
+
+void Waiters::refused(const std::string& key) {
+  std::uint64_t now = uv_now(loop_);
+  if (contended_.size() >= contended_to_keep) {
+    for (auto it = contended_.begin(); it != contended_.end();) {
+      it = it->second <= now ? contended_.erase(it) : std::next(it);
+    }
+  }
+  contended_[key] = now + contended_ms;
+}
+
+bool Waiters::contended(const std::string& key) const {
+  auto it = contended_.find(key);
+  return it != contended_.end() && it->second > uv_now(loop_);
+}
+
+bool Waiters::is_queued(const std::string& key) const {
+  auto it = lines_.find(key);
+  return it != lines_.end() && it->second.queued_at != nullptr;
 }
 
 bool Waiters::first_in_line(const std::string& key, const Waiter& waiter) const {
@@ -116,11 +193,15 @@ bool Waiters::first_in_line(const std::string& key, const Waiter& waiter) const 
   return it != lines_.end() && !it->second.queue.empty() && it->second.queue.front() == &waiter;
 }
 
-void Waiters::released_by_us(const std::string& key, std::string_view value, long long listeners,
+void Waiters::released_by_us(const std::string& key, std::string_view value, long long others,
                              std::chrono::microseconds round_trip) {
-  // Our own subscriber is one of the listeners while we are subscribed.
-  long long others = listeners - (subscribed_.count(key) != 0 ? 1 : 0);
   if (others <= 0) return;
+  // Others wait: this Client's next lock() of it asks the gate first, where
+  // it queues behind them. One that was not refused lately yields too, lest
+  // it win the gate before the woken one arrives.
+  bool queues_already = contended(key);
+  refused(key);
+  if (queues_already) return;
   std::uint64_t now = uv_now(loop_);
   if (yields_.size() >= yields_to_keep) {
     for (auto it = yields_.begin(); it != yields_.end();) {
@@ -149,12 +230,13 @@ void Waiters::open_subscribers() {
     config.diagnostics = options_.diagnostics;
     if (config.endpoint.tls) config.tls = tls_;
     config.subscriber = true;
-    config.on_message = [this](std::string_view channel, std::string_view value) {
-      on_message(channel, value);
+    config.on_message = [this, i](std::string_view channel, std::string_view value) {
+      on_message(*subscribers_[i], channel, value);
     };
     config.on_ready = [this](Master& subscriber) { resubscribe(subscriber); };
     subscribers_.push_back(std::make_unique<Master>(loop_, std::move(config), random_seed()));
   }
+  wake_confirmed_.assign(subscribers_.size(), false);
 }
 
 void Waiters::subscribe(const std::string& key) {
@@ -206,29 +288,89 @@ void Waiters::unsubscribe_idle() {
   }
 }
 
-// After every (re)connect: every key subscribed.
+// After every (re)connect: the wake channel and every key subscribed. A
+// queue at this master may have woken us while we were away: the waiters
+// queued there try again.
 void Waiters::resubscribe(Master& subscriber) {
+  wake_confirmed_[subscriber.index()] = false;
+  subscriber.send(Command::plain({"SUBSCRIBE", wake_channel_}), confirmations_);
+  for (auto& entry : lines_) {
+    Line& line = entry.second;
+    if (line.queued_at != nullptr && line.queued_at->index() == subscriber.index()) line.queued_at = nullptr;
+  }
   for (const auto& entry : subscribed_) {
     if (carries(entry.first, subscriber))
       subscriber.send(Command::plain({"SUBSCRIBE", channel(entry.first)}), confirmations_);
   }
 }
 
+// Waiters that are not queued can be now: those whose gate this is try again
+// (a queue at this master may also have woken us while we were away).
+void Waiters::on_wake_subscribed(const Master& subscriber) {
+  wake_confirmed_[subscriber.index()] = true;
+  for (auto& entry : lines_) {
+    Line& line = entry.second;
+    if (line.queued_at != nullptr || line.queue.empty()) continue;
+    const Master* g = gate(entry.first);
+    if (g != nullptr && g->index() == subscriber.index()) line.queue.front()->recheck();
+  }
+}
+
+// The master with the highest rank for `key` among those voting: the same
+// for every Client that names the masters alike.
+Master* Waiters::gate(const std::string& key) const {
+  Master* best = nullptr;
+  std::uint64_t best_rank = 0;
+  for (const auto& m : masters_) {
+    if (!m->voting()) continue;
+    std::uint64_t rank = rendezvous_rank(key, m->endpoint());
+    if (best == nullptr || rank > best_rank) {
+      best = m.get();
+      best_rank = rank;
+    }
+  }
+  return best;
+}
+
 void Waiters::on_subscribed(std::string_view channel) {
   std::string key = key_of(channel);
   auto sub = subscribed_.find(key);
   if (sub == subscribed_.end() || std::exchange(sub->second.confirmed, true)) return;
+  // Queued meanwhile: the queue wakes it for any release from now on.
   auto it = lines_.find(key);
-  if (it != lines_.end() && !it->second.queue.empty()) it->second.queue.front()->recheck();
+  if (it != lines_.end() && !it->second.queue.empty() && it->second.queued_at == nullptr)
+    it->second.queue.front()->recheck();
 }
 
-void Waiters::on_message(std::string_view channel, std::string_view message) {
+void Waiters::on_message(const Master& subscriber, std::string_view channel, std::string_view message) {
+  if (channel == wake_channel_) {
+    on_wake(subscriber, std::string(message));
+    return;
+  }
   std::string key = key_of(channel);
   if (key.empty()) return;
   // Another owner unlocked it after us: the others had their turn.
   auto yield = yields_.find(key);
   if (yield != yields_.end() && !is_partial(message) && yield->second.value != message) yields_.erase(yield);
+  // Queued: the queue wakes us in turn; waking for every release is the herd.
+  if (is_queued(key)) return;
   wake_first(key, message);
+}
+
+// The queue at `subscriber`'s master popped us for `key`. A Client with no
+// waiter on it any more passes the wake on to the next in that queue.
+void Waiters::on_wake(const Master& subscriber, const std::string& key) {
+  auto it = lines_.find(key);
+  if (it == lines_.end() || it->second.queue.empty()) {
+    auto reservation = std::to_string(options_.command_timeout.count());
+    masters_[subscriber.index()]->send(
+        Command::script(scripts::wake_next,
+                        {key, queue_key(key), reservation_key(key), reservation, wake_channel_}),
+        {});
+    return;
+  }
+  it->second.queued_at = nullptr;
+  it->second.queue.front()->wake(queue_wake);
 }
 
 void Waiters::wake_first(const std::string& key, std::string_view message) {
@@ -239,6 +381,7 @@ void Waiters::wake_first(const std::string& key, std::string_view message) {
 
 void Waiters::close() {
   lines_.clear();
+  wake_confirmed_.clear();
   subscribed_.clear();
   linger_.close();
   subscribers_.clear();

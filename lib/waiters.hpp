@@ -20,13 +20,17 @@ namespace redlock {
 
 /// A Client's waiters, per resource (by key): first come, first served, and
 /// only the first in line attempts, so one attempt per resource is in flight.
-/// A release message from any master wakes the first in line. Release
-/// messages come over one subscriber connection per master, opened when a
-/// waiter first has to wait; a key is subscribed on a majority of them, the
-/// same masters in every Client. A key is subscribed only once an attempt on it
-/// was refused (an uncontended lock costs no subscription), and unsubscribed
-/// once it has had no waiters for a short linger, so a Client that locks the
-/// same resource in a loop does not subscribe and unsubscribe every time.
+///
+/// Across Clients, waiters queue at the key's gate master (see Operation):
+/// an attempt the gate refuses puts this Client's wake channel in the key's
+/// queue there, and an unlock that deletes there publishes to the head of the
+/// queue only, so one release wakes one Client. The wake channel is
+/// subscribed on one subscriber connection per master, opened when a waiter
+/// first has to wait. A waiter that is not queued (its gate was not reachable,
+/// or answered too late) hears every release instead: its key is subscribed on
+/// a majority of the subscriber connections, the same masters in every Client,
+/// from such a refusal until nothing needed it for a short linger (so a Client
+/// that locks the same resource in a loop does not subscribe every time).
 ///
 /// Waiters never depend on a message alone: each also sleeps on its own
 /// timer (the holder's expiry, retry_delay, its deadline), so a dropped or
@@ -36,8 +40,8 @@ class Waiters {
   /// What a waiting operation implements.
   class Waiter {
    public:
-    /// A release `message` was heard (empty: this waiter just became first
-    /// in line).
+    /// A release `message` was heard, or the queue at the gate woke us
+    /// (empty: this waiter just became first in line).
     virtual void wake(std::string_view message) = 0;
     /// The subscription was confirmed: a release may have come before it.
     virtual void recheck() = 0;
@@ -46,7 +50,10 @@ class Waiters {
     ~Waiter() = default;
   };
 
-  Waiters(uv_loop_t* loop, const Options& options, std::shared_ptr<const TlsContext> tls);
+  /// `masters` are the command connections: a wake this Client cannot use
+  /// is passed on over them, and a queue left is left there.
+  Waiters(uv_loop_t* loop, const Options& options, std::shared_ptr<const TlsContext> tls,
+          const std::vector<std::unique_ptr<Master>>& masters);
   ~Waiters();
   Waiters(const Waiters&) = delete;
   Waiters& operator=(const Waiters&) = delete;
@@ -56,30 +63,61 @@ class Waiters {
   /// Leaves the line; the next one, if any, is woken. After the last, the
   /// key stays subscribed for the linger.
   void leave(const std::string& key, Waiter& waiter);
-  /// An attempt on `key` was refused and its waiter will sleep: subscribe
-  /// to its releases, unless subscribed already. A release that came between
+  /// An attempt on `key` was refused, its waiter will sleep and is not
+  /// queued: subscribe to its releases, unless subscribed already. A release that came between
   /// the refusal and the subscription would be missed, so once the first
   /// master confirms the subscription the first in line is woken to try again.
   void listen(const std::string& key);
   bool first_in_line(const std::string& key, const Waiter& waiter) const;
 
-  /// Our own unlock of `key` deleted `value` and told `listeners`
-  /// subscribers on one master. If some of them were others (not this
-  /// Client), this Client lets them try first: for four round trips of the
-  /// unlock, 2 ms at least, or until another owner's release is heard (the
-  /// others had their turn).
-  void released_by_us(const std::string& key, std::string_view value, long long listeners,
+  /// The gate master of `key`: the voting master ranked highest for it
+  /// (rendezvous hashing); null when none votes.
+  Master* gate(const std::string& key) const;
+  /// The wake channel to queue at `gate`: empty while it is not known to be
+  /// subscribed there (a wake published to nobody is lost).
+  std::string_view wake_channel_at(const Master& gate) const;
+  /// The gate master refused an attempt on `key` and queued our wake channel:
+  /// until the queue wakes us, releases published to all are not for us.
+  void queued(const std::string& key, const Master& gate);
+  /// An attempt on `key` passed its gate, or may not be queued there.
+  void unqueued(const std::string& key);
+  bool is_queued(const std::string& key) const;
+  /// An attempt on `key` was refused: for a while, this Client's next lock()
+  /// of it asks the gate first (Operation), where the queue is kept.
+  void refused(const std::string& key);
+  bool contended(const std::string& key) const;
+  /// Whether this Client hears `key`'s release channel (its unlock does not
+  /// count itself among the others told).
+  bool subscribed(const std::string& key) const { return subscribed_.count(key) != 0; }
+
+  /// Our own unlock of `key` deleted `value` and told `others` other Clients
+  /// on one master (subscribers, or the head of the queue). If it told any,
+  /// the key counts as contended (see refused()); if it did not already, this
+  /// Client also lets them try first: for four round trips of the unlock, 2 ms
+  /// at least, or until another owner's release is heard.
+  void released_by_us(const std::string& key, std::string_view value, long long others,
                       std::chrono::microseconds round_trip);
   /// uv_now() milliseconds before which this Client should not try `key`.
   std::uint64_t yield_until(const std::string& key) const;
 
   /// The channel on which releases of `key` are published.
   static std::string channel(std::string_view key);
+  /// The key of the queue of Clients waiting for `key` (on its gate master).
+  static std::string queue_key(std::string_view key);
+  /// The key that reserves `key` for the head of its queue just woken.
+  static std::string reservation_key(std::string_view key);
+  /// This Client's wake channel: a queue's head is told here which key it
+  /// may try now.
+  const std::string& wake_channel() const { return wake_channel_; }
   /// The message an unlock publishes is the value it deleted. A failed
   /// attempt's clean-up marks it: its keys were a minority, so a waiter
   /// refused by a majority (a holder) need not wake for it.
   static std::string partial_release(std::string_view value);
   static bool is_partial(std::string_view message);
+  /// What a waiter is woken with when the queue at its gate woke this Client
+  /// (the gate keeps the key for it a moment): never a value (hex digits) or
+  /// a partial release.
+  static constexpr std::string_view queue_wake = "*";
   /// The value a release message names.
   static std::string_view released_value(std::string_view message);
 
@@ -89,6 +127,7 @@ class Waiters {
  private:
   struct Line {
     std::deque<Waiter*> queue;
+    const Master* queued_at = nullptr;  // the gate master whose queue has our wake channel
   };
   struct Subscription {
     bool confirmed = false;        // a master answered the SUBSCRIBE
@@ -100,24 +139,32 @@ class Waiters {
   void subscribe(const std::string& key);
   bool carries(const std::string& key, const Master& subscriber) const;
   void unsubscribe_idle();
-  void on_message(std::string_view channel, std::string_view message);
+  void on_message(const Master& subscriber, std::string_view channel, std::string_view message);
+  void on_wake(const Master& subscriber, const std::string& key);
+  void idle(const std::string& key);
   void on_subscribed(std::string_view channel);
+  void on_wake_subscribed(const Master& subscriber);
   void resubscribe(Master& subscriber);
   void wake_first(const std::string& key, std::string_view message);
 
   uv_loop_t* loop_;
   const Options& options_;
   const std::shared_ptr<const TlsContext> tls_;
+  const std::vector<std::unique_ptr<Master>>& masters_;
+  const std::string wake_channel_;
   std::unordered_map<std::string, Line> lines_;
   struct Yield {
     std::uint64_t until;  // uv_now() ms
     std::string value;    // the value we released
   };
   std::unordered_map<std::string, Yield> yields_;
+  std::unordered_map<std::string, std::uint64_t>
+      contended_;  // key -> uv_now() ms until which it counts as contended
   std::unordered_map<std::string, Subscription> subscribed_;
   std::shared_ptr<Confirmations> confirmations_;
   Timer linger_;                                      // unsubscribes the keys idle for a linger
   std::vector<std::unique_ptr<Master>> subscribers_;  // empty until the first refusal
+  std::vector<bool> wake_confirmed_;                  // per subscriber: SUBSCRIBE of wake_channel_ answered
 };
 
 }  // namespace redlock

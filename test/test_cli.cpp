@@ -111,10 +111,11 @@ std::map<std::string, std::string> assignments(const std::string& text) {
   return out;
 }
 
-// A waiter for `key` subscribes its release channel on a majority of the
-// masters; once one of them counts it, the waiter has tried and is waiting.
+// A waiter for `key` that was refused subscribes its release channel on a
+// majority of the masters, or is queued at the key's gate master (and then
+// unsubscribes): either way it has tried and is waiting.
 bool waiting_on(Cluster& masters, const std::string& key) {
-  return !masters.subscribed_on(key + ":released", 1).empty();
+  return !masters.subscribed_on(key + ":released", 1).empty() || !masters.queued_on(key, 1).empty();
 }
 
 bool held_nowhere(Cluster& masters, const std::string& key) {

@@ -173,7 +173,8 @@ TEST_CASE("a reply of a type its command never gets is a failed vote, not a yes"
   fake.set_script([&fake, bad_set, bad_extend, bad_unlock](const Argv& argv) -> std::optional<std::string> {
     if (is_command(argv, "SET") && !bad_set.empty()) return bad_set;
     if (is_script(argv, scripts::extend) && !bad_extend.empty()) return bad_extend;
-    if (is_script(argv, scripts::unlock) && !bad_unlock.empty()) return bad_unlock;
+    bool unlock = is_script(argv, scripts::unlock) || is_script(argv, scripts::unlock_and_wake);
+    if (unlock && !bad_unlock.empty()) return bad_unlock;
     return healthy(fake, argv);
   });
   LoopFixture loop;

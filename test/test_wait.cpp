@@ -9,6 +9,7 @@
 #include <thread>
 #include <vector>
 
+#include "rendezvous.hpp"
 #include "support/calls.hpp"
 #include "support/cluster.hpp"
 #include "support/eventually.hpp"
@@ -197,9 +198,8 @@ TEST_CASE("with one master down, a release heard from the others still hands ove
   REQUIRE(loop.close());
 }
 
-TEST_CASE(
-    "a master restarted while a waiter waits is subscribed again, and its release message wakes the waiter",
-    "[wait]") {
+TEST_CASE("the gate master restarted while a waiter is queued there: the next release still wakes it at once",
+          "[wait]") {
   Cluster masters(3);
   LoopFixture loop;
   {
@@ -208,27 +208,23 @@ TEST_CASE(
     Answer held = try_lock(loop, holder, "restart", 30s);
     REQUIRE_FALSE(held.error);
     Waiting waiter(waiter_client, "restart", 10s, 20s);
-    const std::string channel = "restart:released";
-    std::vector<std::size_t> carriers;  // the masters the waiter subscribed on
-    REQUIRE(loop.run_until([&] { return (carriers = masters.subscribed_on(channel, 1)).size() == 2; }, 5s));
-    std::size_t restarted = carriers[0];
+    std::vector<std::size_t> gate;
+    REQUIRE(loop.run_until([&] { return (gate = masters.queued_on("restart", 1)).size() == 1; }, 5s));
 
-    masters[restarted].restart(false);  // a new process: any subscriber it has came back
-    const std::vector<std::string> numsub{"PUBSUB", "NUMSUB", channel};
-    REQUIRE(loop.run_until([&] { return masters[restarted].command(numsub) == channel + " 1"; }, 5s));
+    // A new process: the queue and the holder's key there are gone, and so is
+    // the waiter's subscriber connection, which comes back.
+    masters[gate[0]].restart(false);
+    const std::vector<std::string> wake_channels{"PUBSUB", "CHANNELS", "wake:*"};
+    REQUIRE(loop.run_until([&] { return !masters[gate[0]].command(wake_channels).empty(); }, 5s));
     REQUIRE_FALSE(waiter.done());
 
-    // The holder's keys vanish from the other two without a message; only
-    // the restarted master announces the release. Nothing else would wake
-    // the waiter for 10 s (retry_delay) or 30 s (the keys' expiry).
-    for (std::size_t i = 0; i < masters.size(); ++i) {
-      if (i != restarted) masters[i].command({"DEL", "restart"});
-    }
-    auto announced = steady::now();
-    masters[restarted].command({"PUBLISH", channel, held.lock.value});
+    // Nothing but a release message or the queue would wake the waiter
+    // before 10 s (retry_delay) or 30 s (the holder's keys).
+    auto released = steady::now();
+    REQUIRE_FALSE(unlock(loop, holder, held.lock));
     REQUIRE(loop.run_until([&] { return waiter.done(); }, 5s));
     REQUIRE_FALSE(waiter.answer->error);
-    CHECK(*waiter.answered_at - announced < scaled(200ms));
+    CHECK(*waiter.answered_at - released < scaled(200ms));
     CHECK(held_everywhere(masters, "restart", waiter.answer->lock.value));
   }
   REQUIRE(loop.close());
@@ -246,12 +242,26 @@ TEST_CASE("a key's releases are heard from a majority of the masters, the same o
     Client second(loop.get(), reversed);
     Answer held = try_lock(loop, holder, "majority", 30s);
     REQUIRE_FALSE(held.error);
+    // The holder's key is gone from the gate master (as if the holder had
+    // taken the lock while it was away), so the gate lets the waiters through,
+    // the majority refuses them, and they are not queued: they listen.
+    const Options options = masters.options();
+    std::size_t gate = 0;
+    for (std::size_t i = 1; i < options.masters.size(); ++i) {
+      if (rendezvous_rank("majority", options.masters[i]) >
+          rendezvous_rank("majority", options.masters[gate]))
+        gate = i;
+    }
+    masters[gate].command({"DEL", "majority"});
     Waiting a(first, "majority", 10s, 20s);
     Waiting b(second, "majority", 10s, 20s);
     // Both Clients subscribe on the same three masters; the other two carry nothing.
     const std::string channel = "majority:released";
     REQUIRE(loop.run_until([&] { return masters.subscribed_on(channel, 2).size() == 3; }, 5s));
     CHECK(masters.subscribed_on(channel, 0).size() == 2);
+    // A waiter refused at the gate by the other's passing attempt is queued
+    // there, and woken by that attempt's clean-up: in the end both listen.
+    REQUIRE(loop.run_until([&] { return masters.queued_on("majority", 0).size() == 5; }, 5s));
 
     auto released = steady::now();
     REQUIRE_FALSE(unlock(loop, holder, held.lock));
@@ -259,6 +269,91 @@ TEST_CASE("a key's releases are heard from a majority of the masters, the same o
     const Waiting& taker = a.done() ? a : b;
     REQUIRE_FALSE(taker.answer->error);
     CHECK(*taker.answered_at - released < scaled(100ms));
+  }
+  REQUIRE(loop.close());
+}
+
+// Every vote a Client's attempts got or failed to get, on all masters.
+std::uint64_t votes_asked(const Client& client) {
+  std::uint64_t n = 0;
+  for (const MasterStats& m : client.stats().masters) n += m.votes_granted + m.votes_refused + m.votes_failed;
+  return n;
+}
+
+TEST_CASE("Clients waiting for one resource are woken one per release, in the order they queued", "[wait]") {
+  Cluster masters(3);
+  LoopFixture loop;
+  {
+    Client holder(loop.get(), masters.options());
+    std::vector<std::unique_ptr<Client>> clients;
+    for (int i = 0; i < 3; ++i)
+      clients.push_back(std::make_unique<Client>(loop.get(), slow_polling(masters.options())));
+    Answer held = try_lock(loop, holder, "fifo", 30s);
+    REQUIRE_FALSE(held.error);
+    std::vector<std::unique_ptr<Waiting>> waiting;
+    for (int i = 0; i < 3; ++i) {
+      waiting.push_back(std::make_unique<Waiting>(*clients[i], "fifo", 30s, 20s));
+      REQUIRE(loop.run_until([&] { return masters.queued_on("fifo", i + 1).size() == 1; }, 5s));
+    }
+    let_it_try(loop);  // the answers to the attempts that queued them arrive
+
+    Client* releaser = &holder;
+    Lock released_lock = held.lock;
+    for (std::size_t turn = 0; turn < 3; ++turn) {
+      INFO("turn " << turn);
+      std::vector<std::uint64_t> asked;
+      for (const auto& c : clients) asked.push_back(votes_asked(*c));
+      auto released = steady::now();
+      REQUIRE_FALSE(unlock(loop, *releaser, released_lock));
+      REQUIRE(loop.run_until([&] { return waiting[turn]->done(); }, 5s));
+      REQUIRE_FALSE(waiting[turn]->answer->error);
+      CHECK(*waiting[turn]->answered_at - released < scaled(200ms));
+      // The others were not woken: no attempt of theirs, even a while later.
+      let_it_try(loop);
+      for (std::size_t later = turn + 1; later < 3; ++later) {
+        CHECK_FALSE(waiting[later]->done());
+        CHECK(votes_asked(*clients[later]) == asked[later]);
+      }
+      releaser = clients[turn].get();
+      released_lock = waiting[turn]->answer->lock;
+    }
+    REQUIRE_FALSE(unlock(loop, *releaser, released_lock));
+    CHECK(masters.queued_on("fifo", 0).size() == masters.size());
+  }
+  REQUIRE(loop.close());
+}
+
+TEST_CASE(
+    "a waiter whose wait ran out leaves the queue, and a wake for a Client that no longer waits is passed on",
+    "[wait]") {
+  Cluster masters(3);
+  LoopFixture loop;
+  {
+    Client holder(loop.get(), masters.options());
+    Client quitter_client(loop.get(), slow_polling(masters.options()));
+    Client waiter_client(loop.get(), slow_polling(masters.options()));
+    Answer held = try_lock(loop, holder, "pass", 30s);
+    REQUIRE_FALSE(held.error);
+
+    Waiting quitter(quitter_client, "pass", 30s, 300ms);
+    std::vector<std::size_t> gate;
+    REQUIRE(loop.run_until([&] { return (gate = masters.queued_on("pass", 1)).size() == 1; }, 5s));
+    const std::vector<std::string> queue{"ZRANGE", "pass:queue", "0", "-1"};
+    const std::string quitter_channel = masters[gate[0]].command(queue);
+    REQUIRE(loop.run_until([&] { return quitter.done(); }, 5s));
+    CHECK(quitter.answer->error == errc::timeout);
+    REQUIRE(loop.run_until([&] { return masters.queued_on("pass", 0).size() == masters.size(); }, 5s));
+
+    Waiting waiter(waiter_client, "pass", 30s, 20s);
+    REQUIRE(loop.run_until([&] { return masters.queued_on("pass", 1).size() == 1; }, 5s));
+    // As if the quitter's way out of the queue had been lost: it is back at
+    // the head, alive and subscribed, and wants nothing.
+    masters[gate[0]].command({"ZADD", "pass:queue", "0", quitter_channel});
+    auto released = steady::now();
+    REQUIRE_FALSE(unlock(loop, holder, held.lock));
+    REQUIRE(loop.run_until([&] { return waiter.done(); }, 5s));
+    REQUIRE_FALSE(waiter.answer->error);
+    CHECK(*waiter.answered_at - released < scaled(200ms));  // not at retry_delay (10 s)
   }
   REQUIRE(loop.close());
 }

@@ -35,4 +35,14 @@ std::vector<std::size_t> Cluster::subscribed_on(const std::string& channel, int 
   return found;
 }
 
+std::vector<std::size_t> Cluster::queued_on(const std::string& key, int waiting) {
+  const std::string expected = std::to_string(waiting);
+  std::vector<std::size_t> found;
+  for (std::size_t i = 0; i < servers_.size(); ++i) {
+    if (servers_[i]->running() && servers_[i]->command({"ZCARD", key + ":queue"}) == expected)
+      found.push_back(i);
+  }
+  return found;
+}
+
 }  // namespace redlock::test

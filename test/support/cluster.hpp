@@ -28,6 +28,9 @@ class Cluster {
   /// The indexes of the servers on which `channel` has exactly `subscribers`
   /// subscribers now (PUBSUB NUMSUB).
   std::vector<std::size_t> subscribed_on(const std::string& channel, int subscribers);
+  /// The indexes of the running servers whose wait queue for `key` (at its
+  /// gate master) holds exactly `waiting` Clients now.
+  std::vector<std::size_t> queued_on(const std::string& key, int waiting);
 
  private:
   std::vector<std::unique_ptr<RedisServer>> servers_;
