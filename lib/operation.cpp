@@ -121,7 +121,6 @@ void Operation::wake(std::string_view message) {
   if (!cb_) return;                                             // answered already
   if (Waiters::released_value(message) == lock_.value) return;  // the clean-up of our own attempt
   if (Waiters::is_partial(message) && held_by_majority_) return;
-  // The gate keeps the key for us: the next attempt need not ask it first.
   if (message == Waiters::queue_wake) reserved_ = true;
   if (in_flight_) {
     woken_ = true;  // the attempt in flight may fail before the release; try again then
@@ -191,7 +190,10 @@ void Operation::attempt() {
     return;
   }
   passed_gate_ = false;
-  bool reserved = std::exchange(reserved_, false);
+  // Woken by the queue, a waiter asks all masters at once: the gate keeps the
+  // key for it. (With fencing that round does not end the reservation: the
+  // gate first.)
+  bool reserved = std::exchange(reserved_, false) && counter_key_.empty();
   if (waiting_ && std::exchange(tried_, true) && !reserved) {
     if (Master* g = context_.waiters.gate(key_)) {
       gate_ = g;
