@@ -194,6 +194,7 @@ void Operation::attempt() {
   // key for it. (With fencing that round does not end the reservation: the
   // gate first.)
   bool reserved = std::exchange(reserved_, false) && counter_key_.empty();
+  claiming_ = reserved;
   if (waiting_ && std::exchange(tried_, true) && !reserved) {
     if (Master* g = context_.waiters.gate(key_)) {
       gate_ = g;
@@ -242,8 +243,10 @@ void Operation::start_round(TimePoint t0) {
     round_ = Round::start(context_.masters, command_, t0, std::move(decided), Decide::renewal);
   } else if (Master* g = gated_round() ? context_.waiters.gate(key_) : nullptr) {
     gate_ = g;
+    // The head of the queue claiming its reservation needs no veto: the gate
+    // refuses everyone else meanwhile.
     round_ = Round::start_gated(context_.masters, command_, *g, make_gate_command(*g), t0, std::move(decided),
-                                true);
+                                !claiming_);
   } else {
     round_ = Round::start(context_.masters, command_, t0, std::move(decided));
   }
@@ -429,7 +432,10 @@ void Operation::lost(errc error) {
 void Operation::release_everywhere(std::string_view value, bool partial) {
   std::string message = partial ? Waiters::partial_release(value) : std::string(value);
   auto command = unlock_command(value, message, false, false);
-  const Master* gate = context_.waiters.gate(key_);
+  // After an attempt that passed the gate and met a holder's majority, the
+  // queue's head must not be woken: it would meet the same holder, and its
+  // own clean-up would wake the next, round and round.
+  const Master* gate = partial && held_by_majority_ ? nullptr : context_.waiters.gate(key_);
   for (const auto& m : context_.masters) {
     m->send(m.get() == gate ? unlock_command(value, message, false, true) : command, {}, release_patience());
     m->flush();

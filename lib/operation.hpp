@@ -151,6 +151,7 @@ class Operation final : public Waiters::Waiter {
   bool woken_ = false;
   bool by_release_ = false;      // the next attempt was started by a release
   bool tried_ = false;           // an attempt was made: the next goes through the gate
+  bool claiming_ = false;        // the attempt in flight claims a reservation
   bool reserved_ = false;        // the queue woke us: the gate keeps the key for us
   bool passed_gate_ = false;     // the attempt in flight passed the gate
   Master* gate_ = nullptr;       // the gate master of the last gated attempt
