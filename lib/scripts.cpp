@@ -16,24 +16,30 @@ const Script unlock{
     std::numeric_limits<int>::max(),
 };
 
+// The queue scripts' loop: pops the queue's head until a PUBLISH of the key
+// on its wake channel is heard, and reserves the key for that one for
+// ARGV[ms_arg] ms; `woken` is 1 if it woke one, else 0.
+#define REDLOCK_WAKE_HEAD(ms_arg)                           \
+  "local woken = 0\n"                                       \
+  "while true do\n"                                         \
+  "  local head = redis.call('zrange', KEYS[2], 0, 0)[1]\n" \
+  "  if not head then break end\n"                          \
+  "  redis.call('zrem', KEYS[2], head)\n"                   \
+  "  if redis.call('publish', head, KEYS[1]) > 0 then\n"    \
+  "    redis.call('set', KEYS[3], head, 'PX', ARGV[" ms_arg \
+  "])\n"                                                    \
+  "    woken = 1\n"                                         \
+  "    break\n"                                             \
+  "  end\n"                                                 \
+  "end\n"
+
 const Script unlock_and_wake{
     "unlock_and_wake",
     "if redis.call('get', KEYS[1]) ~= ARGV[1] then return 0 end\n"
     "redis.call('del', KEYS[1])\n"
     "local others = redis.call('publish', ARGV[2], ARGV[3]) - tonumber(ARGV[4])\n"
-    "if others < 0 then others = 0 end\n"
-    "while true do\n"
-    "  local head = redis.call('zrange', KEYS[2], 0, 0)[1]\n"
-    "  if not head then break end\n"
-    "  redis.call('zrem', KEYS[2], head)\n"
-    "  if redis.call('publish', head, KEYS[1]) > 0 then\n"
-    "    redis.call('set', KEYS[3], head, 'PX', ARGV[5])\n"
-    "    others = others + 1\n"
-    "    break\n"
-    "  end\n"
-    "end\n"
-    "return 1 + others\n",
-    "4930d8ae40d089b784dbe5faf6635ef20ed0c650",
+    "if others < 0 then others = 0 end\n" REDLOCK_WAKE_HEAD("5") "return 1 + others + woken\n",
+    "14502a3d2bbcefec24b805559f43bdbbc7c8945a",
     0,
     std::numeric_limits<int>::max(),
     3,
@@ -84,21 +90,14 @@ const Script wake_next{
     "if redis.call('exists', KEYS[1]) == 1 then return 0 end\n"
     "local reserved = redis.call('get', KEYS[3])\n"
     "if reserved and reserved ~= ARGV[2] then return 0 end\n"
-    "redis.call('del', KEYS[3])\n"
-    "while true do\n"
-    "  local head = redis.call('zrange', KEYS[2], 0, 0)[1]\n"
-    "  if not head then return 0 end\n"
-    "  redis.call('zrem', KEYS[2], head)\n"
-    "  if redis.call('publish', head, KEYS[1]) > 0 then\n"
-    "    redis.call('set', KEYS[3], head, 'PX', ARGV[1])\n"
-    "    return 1\n"
-    "  end\n"
-    "end\n",
-    "9c329c6614556cce328b11905a6a773ad9ab1715",
+    "redis.call('del', KEYS[3])\n" REDLOCK_WAKE_HEAD("1") "return woken\n",
+    "5bf239388f1b41989f3141e3992ce501c76e8c21",
     0,
     1,
     3,
 };
+
+#undef REDLOCK_WAKE_HEAD
 
 const Script extend{
     "extend",
