@@ -126,11 +126,14 @@ TEST_CASE("a master that accepts and never answers is named once as a connect ti
                 "connected, but no answer to AUTH/SELECT/SCRIPT LOAD/INFO within connect_timeout (" +
                 std::to_string(options.connect_timeout.count()) + " ms)") == 1);
     }
-    // It starts answering: said once more.
+    // It starts answering: said once more. (The switch may fall in the middle
+    // of a handshake, whose first commands then go unanswered and the rest are
+    // answered out of step: a protocol error, said too, and a reconnect. A
+    // real Redis never does that; the handshake is a dozen commands.)
     fake.set_script({});
-    CHECK(loop.run_until([&] { return said.count() >= 2; }, 5s));
+    CHECK(loop.run_until([&] { return said.mentioning("connected and answering again") == 1; }, 5s));
     INFO(said.all());
-    CHECK(said.mentioning("connected and answering again") == 1);
+    CHECK(said.count() - said.mentioning("protocol error") == 2);
     CHECK(client.master_errors().empty());
   }
   REQUIRE(loop.close());
