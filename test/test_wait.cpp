@@ -287,13 +287,16 @@ TEST_CASE("Clients waiting for one resource are woken one per release, in the or
   LoopFixture loop;
   {
     Client holder(loop.get(), masters.options());
+    constexpr int n = 3;
     std::vector<std::unique_ptr<Client>> clients;
-    for (int i = 0; i < 3; ++i)
+    clients.reserve(n);
+    for (int i = 0; i < n; ++i)
       clients.push_back(std::make_unique<Client>(loop.get(), slow_polling(masters.options())));
     Answer held = try_lock(loop, holder, "fifo", 30s);
     REQUIRE_FALSE(held.error);
     std::vector<std::unique_ptr<Waiting>> waiting;
-    for (int i = 0; i < 3; ++i) {
+    waiting.reserve(n);
+    for (int i = 0; i < n; ++i) {
       waiting.push_back(std::make_unique<Waiting>(*clients[i], "fifo", 30s, 20s));
       REQUIRE(loop.run_until([&] { return masters.queued_on("fifo", i + 1).size() == 1; }, 5s));
     }
@@ -301,9 +304,10 @@ TEST_CASE("Clients waiting for one resource are woken one per release, in the or
 
     Client* releaser = &holder;
     Lock released_lock = held.lock;
-    for (std::size_t turn = 0; turn < 3; ++turn) {
+    for (std::size_t turn = 0; turn < n; ++turn) {
       INFO("turn " << turn);
       std::vector<std::uint64_t> asked;
+      asked.reserve(n);
       for (const auto& c : clients) asked.push_back(votes_asked(*c));
       auto released = steady::now();
       REQUIRE_FALSE(unlock(loop, *releaser, released_lock));
@@ -312,7 +316,7 @@ TEST_CASE("Clients waiting for one resource are woken one per release, in the or
       CHECK(*waiting[turn]->answered_at - released < scaled(200ms));
       // The others were not woken: no attempt of theirs, even a while later.
       let_it_try(loop);
-      for (std::size_t later = turn + 1; later < 3; ++later) {
+      for (std::size_t later = turn + 1; later < n; ++later) {
         CHECK_FALSE(waiting[later]->done());
         CHECK(votes_asked(*clients[later]) == asked[later]);
       }
