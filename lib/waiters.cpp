@@ -183,9 +183,12 @@ bool Waiters::contended(const std::string& key) const {
   return it != contended_.end() && it->second > uv_now(loop_);
 }
 
+// Queued where the key's gate is now: a queue at a master that stopped being
+// the gate (it stopped voting, or came back) wakes nobody, since unlocks wake
+// the queue at the gate they see.
 bool Waiters::is_queued(const std::string& key) const {
   auto it = lines_.find(key);
-  return it != lines_.end() && it->second.queued_at != nullptr;
+  return it != lines_.end() && it->second.queued_at != nullptr && it->second.queued_at == gate(key);
 }
 
 bool Waiters::first_in_line(const std::string& key, const Waiter& waiter) const {
@@ -288,15 +291,19 @@ void Waiters::unsubscribe_idle() {
   }
 }
 
-// After every (re)connect: the wake channel and every key subscribed. A
-// queue at this master may have woken us while we were away: the waiters
-// queued there try again.
+// After every (re)connect: the wake channel and every key subscribed. The
+// queue at this master may have woken us while we were away, or be gone with
+// a restart: the waiters queued there listen to releases again, and try
+// again once subscribed (on_subscribed), or once the wake channel is, if
+// this master is still their gate (on_wake_subscribed).
 void Waiters::resubscribe(Master& subscriber) {
   wake_confirmed_[subscriber.index()] = false;
   subscriber.send(Command::plain({"SUBSCRIBE", wake_channel_}), confirmations_);
   for (auto& entry : lines_) {
     Line& line = entry.second;
-    if (line.queued_at != nullptr && line.queued_at->index() == subscriber.index()) line.queued_at = nullptr;
+    if (line.queued_at == nullptr || line.queued_at->index() != subscriber.index()) continue;
+    line.queued_at = nullptr;
+    listen(entry.first);
   }
   for (const auto& entry : subscribed_) {
     if (carries(entry.first, subscriber))
@@ -310,7 +317,7 @@ void Waiters::on_wake_subscribed(const Master& subscriber) {
   wake_confirmed_[subscriber.index()] = true;
   for (auto& entry : lines_) {
     Line& line = entry.second;
-    if (line.queued_at != nullptr || line.queue.empty()) continue;
+    if (line.queue.empty() || is_queued(entry.first)) continue;
     const Master* g = gate(entry.first);
     if (g != nullptr && g->index() == subscriber.index()) line.queue.front()->recheck();
   }
@@ -338,8 +345,7 @@ void Waiters::on_subscribed(std::string_view channel) {
   if (sub == subscribed_.end() || std::exchange(sub->second.confirmed, true)) return;
   // Queued meanwhile: the queue wakes it for any release from now on.
   auto it = lines_.find(key);
-  if (it != lines_.end() && !it->second.queue.empty() && it->second.queued_at == nullptr)
-    it->second.queue.front()->recheck();
+  if (it != lines_.end() && !it->second.queue.empty() && !is_queued(key)) it->second.queue.front()->recheck();
 }
 
 void Waiters::on_message(const Master& subscriber, std::string_view channel, std::string_view message) {

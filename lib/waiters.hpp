@@ -81,6 +81,7 @@ class Waiters {
   void queued(const std::string& key, const Master& gate);
   /// An attempt on `key` passed its gate, or may not be queued there.
   void unqueued(const std::string& key);
+  /// Queued, at the master that is the key's gate now.
   bool is_queued(const std::string& key) const;
   /// An attempt on `key` was refused: for a while, this Client's next lock()
   /// of it asks the gate first (Operation), where the queue is kept.
