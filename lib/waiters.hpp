@@ -22,9 +22,10 @@ namespace redlock {
 /// only the first in line attempts, so one attempt per resource is in flight.
 ///
 /// Across Clients, waiters queue at the key's gate master (see Operation):
-/// an attempt the gate refuses puts this Client's wake channel in the key's
-/// queue there, and an unlock that deletes there publishes to the head of the
-/// queue only, so one release wakes one Client. The wake channel is
+/// an attempt the gate refuses puts this Client's wake channel (a channel of
+/// its own, which a queue's head is told the key on) in the key's queue
+/// there, and an unlock that deletes there wakes the head of the queue only,
+/// so one release wakes one Client. The wake channel is
 /// subscribed on one subscriber connection per master, opened when a waiter
 /// first has to wait. A waiter that is not queued (its gate was not reachable,
 /// or answered too late) hears every release instead: its key is subscribed on
@@ -107,9 +108,6 @@ class Waiters {
   static std::string queue_key(std::string_view key);
   /// The key that reserves `key` for the head of its queue just woken.
   static std::string reservation_key(std::string_view key);
-  /// This Client's wake channel: a queue's head is told here which key it
-  /// may try now.
-  const std::string& wake_channel() const { return wake_channel_; }
   /// The message an unlock publishes is the value it deleted. A failed
   /// attempt's clean-up marks it: its keys were a minority, so a waiter
   /// refused by a majority (a holder) need not wake for it.
