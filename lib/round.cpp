@@ -22,7 +22,7 @@ std::shared_ptr<Round> Round::start(const std::vector<std::unique_ptr<Master>>& 
 }
 
 std::shared_ptr<Round> Round::start_gated(const std::vector<std::unique_ptr<Master>>& masters,
-                                          const std::shared_ptr<const Command>& command, const Master& gate,
+                                          const std::shared_ptr<const Command>& command, Master& gate,
                                           const std::shared_ptr<const Command>& gate_command, TimePoint t0,
                                           Decided decided, bool veto, Decide rule,
                                           std::chrono::milliseconds patience) {
@@ -33,11 +33,8 @@ std::shared_ptr<Round> Round::start_gated(const std::vector<std::unique_ptr<Mast
   // The gate's command leaves first: its answer (a veto, a woken waiter)
   // is the one a waiter's round waits for, and a release should wake the
   // next waiter as early as it can.
-  for (const auto& m : masters) {
-    if (m.get() != &gate) continue;
-    m->send(gate_command, round, patience);
-    m->flush();
-  }
+  gate.send(gate_command, round, patience);
+  gate.flush();
   for (const auto& m : masters) {
     if (m.get() != &gate) m->send(command, round, patience);
   }

@@ -69,7 +69,7 @@ class Round final : public ReplyHandler, public std::enable_shared_from_this<Rou
   /// otherwise a waiter could win the other masters while the gate keeps the
   /// lock for the head of its queue.
   static std::shared_ptr<Round> start_gated(const std::vector<std::unique_ptr<Master>>& masters,
-                                            const std::shared_ptr<const Command>& command, const Master& gate,
+                                            const std::shared_ptr<const Command>& command, Master& gate,
                                             const std::shared_ptr<const Command>& gate_command, TimePoint t0,
                                             Decided decided, bool veto, Decide rule = Decide::early,
                                             std::chrono::milliseconds patience = {});
