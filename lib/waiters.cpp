@@ -27,6 +27,12 @@ constexpr std::size_t yields_to_keep = 64;
 // releases yield to listeners).
 constexpr std::uint64_t linger_ms = 100;
 
+std::string with_suffix(std::string_view key, std::string_view suffix) {
+  std::string named(key);
+  named += suffix;
+  return named;
+}
+
 // The key whose releases `channel` carries; empty if it is not one of ours.
 std::string key_of(std::string_view channel) {
   if (channel.size() <= channel_suffix.size() ||
@@ -70,21 +76,15 @@ Waiters::Waiters(uv_loop_t* loop, const Options& options, std::shared_ptr<const 
 Waiters::~Waiters() = default;
 
 std::string Waiters::channel(std::string_view key) {
-  std::string c(key);
-  c += channel_suffix;
-  return c;
+  return with_suffix(key, channel_suffix);
 }
 
 std::string Waiters::queue_key(std::string_view key) {
-  std::string q(key);
-  q += queue_suffix;
-  return q;
+  return with_suffix(key, queue_suffix);
 }
 
 std::string Waiters::reservation_key(std::string_view key) {
-  std::string r(key);
-  r += reservation_suffix;
-  return r;
+  return with_suffix(key, reservation_suffix);
 }
 
 std::string Waiters::partial_release(std::string_view value) {
