@@ -30,14 +30,20 @@ std::shared_ptr<Round> Round::start_gated(const std::vector<std::unique_ptr<Mast
       std::make_shared<Round>(Token{}, static_cast<int>(masters.size()), t0, std::move(decided), rule);
   round->gate_ = &gate;
   round->gate_veto_ = veto;
-  // The gate's command leaves first: its answer (a veto, a woken waiter)
-  // is the one a waiter's round waits for, and a release should wake the
-  // next waiter as early as it can.
+  // The gate's answer (a veto, a woken waiter) is the one a waiter's round
+  // waits for, and a release should wake the next waiter as early as it can.
+  // Its command is written last: masters that share a CPU run in about the
+  // reverse order of their wake-ups (the scheduler favours the task that
+  // just woke), and the one written last answers first. On separate hosts
+  // the order of writes microseconds apart makes no difference.
+  for (const auto& m : masters) {
+    if (m.get() != &gate) {
+      m->send(command, round, patience);
+      m->flush();
+    }
+  }
   gate.send(gate_command, round, patience);
   gate.flush();
-  for (const auto& m : masters) {
-    if (m.get() != &gate) m->send(command, round, patience);
-  }
   return round;
 }
 
