@@ -54,6 +54,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <iterator>
 #include <map>
 #include <memory>
 #include <random>
@@ -785,12 +786,50 @@ struct Summary {
   double cycles_per_s = 0;
 };
 
+// One acquisition, times in ns.
+struct Acq {
+  std::int64_t call, acquired, work_end, released;
+  int worker, attempts;
+};
+
+// The handoff as the waiters see it, in us: for each release that found a
+// process already waiting (its lock call made before the holder called
+// unlock), the release answered -> the first such waiter answered. A holder
+// that takes the lock again meanwhile (barging) lengthens it; with strict
+// turns it is the plain handoff. `all` is in order of acquisition. One pass
+// from the end keeps the candidates (the later acquisitions whose call is
+// earlier than every acquisition's between) on a stack, calls ascending.
+std::vector<double> waiter_handoffs(const std::vector<Acq>& all) {
+  std::vector<double> out;
+  std::vector<std::size_t> candidates;  // indexes; from the top, the earliest acquired
+  for (std::size_t i = all.size(); i-- > 0;) {
+    auto waiting = std::partition_point(candidates.begin(), candidates.end(),
+                                        [&](std::size_t j) { return all[j].call < all[i].work_end; });
+    if (waiting != candidates.begin()) {
+      const Acq& next = all[*std::prev(waiting)];
+      out.push_back(static_cast<double>(next.acquired - all[i].released) / 1000.0);
+    }
+    while (!candidates.empty() && all[candidates.back()].call >= all[i].call) candidates.pop_back();
+    candidates.push_back(i);
+  }
+  return out;
+}
+
+// The smoke run's check of waiter_handoffs on a known history: process 0
+// releases (answered at 10 us) and barges (again at 20 us) while process 1,
+// waiting since 5 us, gets the lock at 25 us: 15 and 5 us.
+void check_waiter_handoffs() {
+  std::vector<Acq> history{{0, 1'000, 9'000, 10'000, 0, 0},
+                           {11'000, 12'000, 19'000, 20'000, 0, 0},
+                           {5'000, 25'000, 30'000, 31'000, 1, 0}};
+  std::vector<double> got = waiter_handoffs(history);
+  std::sort(got.begin(), got.end());
+  if (got != std::vector<double>{5.0, 15.0})
+    throw std::runtime_error("waiter_handoffs: wrong on a known history");
+}
+
 Summary report(const Settings& s, const std::string& impl, int n, int k, int rep, const RunResult& r,
                const std::string& placement, double serial_bound) {
-  struct Acq {
-    std::int64_t call, acquired, work_end, released;
-    int worker, attempts;
-  };
   std::vector<Acq> all;
   std::vector<long long> per_worker(static_cast<std::size_t>(k), 0);
   long long total_records = 0, attempts_seen = 0, attempts_cycles = 0;
@@ -831,6 +870,7 @@ Summary report(const Settings& s, const std::string& impl, int n, int k, int rep
     // was sent, which is after its work ended.
     if (all[i].acquired < prev.work_end) ++overlaps;
   }
+  std::vector<double> waiter_handoff = waiter_handoffs(all);
   double seconds = static_cast<double>(r.end - r.start) / 1e9;
   double cycles_per_s = static_cast<double>(all.size()) / seconds;
   double mean = static_cast<double>(all.size()) / k;
@@ -840,6 +880,7 @@ Summary report(const Settings& s, const std::string& impl, int n, int k, int rep
   auto oh = bench::summarize(other_handoff);
   auto fu = bench::summarize(from_unlock_call);
   auto wt = bench::summarize(waits);
+  auto wh = bench::summarize(waiter_handoff);
   long long errors = 0, unlock_errors = 0, fallbacks = 0;
   for (const auto& header : r.headers) {
     errors += header_value(header, "errors");
@@ -885,6 +926,9 @@ Summary report(const Settings& s, const std::string& impl, int n, int k, int rep
       .add("other_handoff_p99_us", oh.p99)
       .add("retake_ratio",
            all.size() > 1 ? static_cast<double>(retakes) / static_cast<double>(all.size() - 1) : 0)
+      .add("waiter_handoffs", waiter_handoff.size())
+      .add("waiter_handoff_p50_us", wh.p50)
+      .add("waiter_handoff_p99_us", wh.p99)
       .add("wait_p50_us", wt.p50)
       .add("wait_p99_us", wt.p99)
       .add("errors", errors)
@@ -935,6 +979,7 @@ int run(const Settings& s) {
                           : s.ports.empty() ? "masters cpu1, workers cpu0"
                                             : "workers cpu0, masters as given";
   ::signal(SIGPIPE, SIG_IGN);
+  if (s.smoke) check_waiter_handoffs();
   Masters masters(s, pinned);
   int run_number = 0;
   for (int rep = 1; rep <= s.repeat; ++rep) {

@@ -15,7 +15,8 @@ import sys
 
 IMPLS = ["redlock", "floor", "redlock-polling", "node-redlock", "node-redlock-10ms"]
 FIELDS = ["cycles_per_s", "least_served_ratio", "most_served_ratio", "handoff_p50_us", "handoff_p99_us",
-          "other_handoff_p50_us", "other_handoff_p99_us", "from_unlock_call_p50_us", "from_unlock_call_p99_us",
+          "other_handoff_p50_us", "other_handoff_p99_us", "waiter_handoff_p50_us", "waiter_handoff_p99_us",
+          "from_unlock_call_p50_us", "from_unlock_call_p99_us",
           "retake_ratio", "wait_p50_us", "wait_p99_us",
           "errors", "votes_asked_per_acquisition", "votes_refused_per_acquisition", "deletes_per_acquisition",
           "publishes_per_acquisition", "attempts_per_acquisition", "foreign_cpu", "steal_cpu", "busy_cpu", "interrupt_cpu",
@@ -71,7 +72,8 @@ def main(path, append):
                 line["vs_own_serial_bound"] = round(m["cycles_per_s"] / own_serial, 3)
             ours = med.get(("redlock", n, k))
             if ours and impl != "redlock":
-                for f in ("handoff_p50_us", "handoff_p99_us", "other_handoff_p50_us", "other_handoff_p99_us"):
+                for f in ("handoff_p50_us", "handoff_p99_us", "other_handoff_p50_us", "other_handoff_p99_us",
+                          "waiter_handoff_p50_us", "waiter_handoff_p99_us"):
                     r = ratio(m.get(f), ours.get(f))
                     if r is not None:
                         line[f.replace("_us", "") + "_vs_redlock"] = round(r, 2)
@@ -90,8 +92,11 @@ def main(path, append):
         node = med.get(("node-redlock", 5, k), {})
         node10 = med.get(("node-redlock-10ms", 5, k), {})
         for prefix, label in (("handoff", "handoff"), ("other_handoff", "handoff to another process"),
+                              ("waiter_handoff", "handoff to a process already waiting"),
                               ("from_unlock_call", "unlock called -> next lock answered")):
             p50, p99 = ours.get(prefix + "_p50_us"), ours.get(prefix + "_p99_us")
+            if p50 is None:
+                continue  # a run from before the field existed
             target("N=5 K=%d %s p50 <= 1000 us" % (k, label), p50, 1000, p50 is not None and p50 <= 1000)
             target("N=5 K=%d %s p99 <= 5000 us" % (k, label), p99, 5000, p99 is not None and p99 <= 5000)
             r = ratio(node.get(prefix + "_p50_us"), p50)
@@ -135,7 +140,7 @@ def main(path, append):
         return ("%%.%df" % digits) % x
 
     header = ["N", "K", "impl", "reps", "cycles/s", "x serial", "least", "retake", "handoff p50", "p99",
-              "to-other p50", "p99", "unlock call p50", "p99", "wait p50", "p99", "errors", "votes/acq", "refused/acq", "del/acq", "steal", "busy", "irq",
+              "to-other p50", "p99", "to-waiter p50", "p99", "unlock call p50", "p99", "wait p50", "p99", "errors", "votes/acq", "refused/acq", "del/acq", "steal", "busy", "irq",
               "ctxt/s"]
     rows = [header]
     for line in lines:
@@ -145,6 +150,7 @@ def main(path, append):
                      fmt(line.get("least_served_ratio"), 2), fmt(line.get("retake_ratio"), 2),
                      fmt(line.get("handoff_p50_us")), fmt(line.get("handoff_p99_us")),
                      fmt(line.get("other_handoff_p50_us")), fmt(line.get("other_handoff_p99_us")),
+                     fmt(line.get("waiter_handoff_p50_us")), fmt(line.get("waiter_handoff_p99_us")),
                      fmt(line.get("from_unlock_call_p50_us")), fmt(line.get("from_unlock_call_p99_us")),
                      fmt(line.get("wait_p50_us")), fmt(line.get("wait_p99_us")), fmt(line.get("errors")),
                      fmt(line.get("votes_asked_per_acquisition"), 2),
@@ -154,7 +160,8 @@ def main(path, append):
     widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
     print("Medians over repetitions; times in us; 'x serial' = cycles/s over redlock's one-process run;")
     print("handoff = previous holder's unlock answered -> next lock answered; 'to-other' counts only")
-    print("handoffs to another process; 'unlock call' = previous holder called unlock -> next lock answered;")
+    print("handoffs to another process; 'to-waiter' = a release answered -> the first process that was already")
+    print("waiting at its unlock call answered; 'unlock call' = previous holder called unlock -> next lock answered;")
     print("retake = share of acquisitions by the previous holder;")
     print("votes/refused/del per acquisition per master, from the masters' commandstats;")
     print("steal = share of the vCPUs' time the hypervisor gave to other guests during the run;")

@@ -1,7 +1,10 @@
 """Handoff latency (previous holder's unlock answered -> next lock answered)
 vs N for redlock, the floor, its try_lock-polling mode and node-redlock, one column per
 number of contending processes; the top row counts every acquisition, the
-bottom row only handoffs to another process (not the releaser re-taking it).
+middle row only handoffs to another process (not the releaser re-taking it),
+the bottom row what the waiters see: from each release to the first process
+that was already waiting when the holder called unlock (a releaser that takes
+the lock again meanwhile lengthens it).
 From bench_contended's JSON lines (medians of repetitions); drawn with gnuplot
 like plot.py. Values below 1 us (a waiter can be answered before the releaser
 runs its unlock callback) are drawn at 1 us.
@@ -32,21 +35,27 @@ def main(source, target):
                 continue
             if r.get("bench") != "contended" or r.get("rep") == "median":
                 continue
-            for field in ("handoff_p50_us", "handoff_p99_us", "other_handoff_p50_us", "other_handoff_p99_us"):
+            for field in ("handoff_p50_us", "handoff_p99_us", "other_handoff_p50_us", "other_handoff_p99_us",
+                          "waiter_handoff_p50_us", "waiter_handoff_p99_us"):
+                if field not in r:
+                    continue  # a run from before the field existed
                 if field.startswith("other") and r.get("other_handoffs") == 0:
                     continue  # no handoff to another process in this run
+                if field.startswith("waiter") and r.get("waiter_handoffs") == 0:
+                    continue
                 samples[(r["impl"], int(r["processes"]), int(r["masters"]), field)].append(float(r[field]))
     ks = sorted({k for (_, k, _, _) in samples})
     ns = sorted({n for (_, _, n, _) in samples})
     with tempfile.TemporaryDirectory() as tmp:
         script = [
-            "set terminal pngcairo size 1200,1000 font ',10'" if has_cairo() else "set terminal png size 1200,1000",
+            "set terminal pngcairo size 1200,1400 font ',10'" if has_cairo() else "set terminal png size 1200,1400",
             "set output '%s'" % target,
             "set termoption noenhanced",
-            "set multiplot layout 2,%d title 'handoff latency, unlock answered -> next lock answered "
+            "set multiplot layout 3,%d title 'handoff latency, unlock answered -> next lock answered "
             "(medians of repetitions; masters on CPU 1, processes on CPU 0; lock, 100 us work, unlock)'" % len(ks),
         ]
-        for prefix, what in (("handoff", "every acquisition"), ("other_handoff", "to another process only")):
+        for prefix, what in (("handoff", "every acquisition"), ("other_handoff", "to another process only"),
+                             ("waiter_handoff", "to a process already waiting")):
             for k in ks:
                 plots = []
                 for impl, title, color in IMPLS:
@@ -63,6 +72,8 @@ def main(source, target):
                                  % (path, color, title))
                     plots.append("'%s' using 1:3 with linespoints linecolor %d dashtype 2 pointtype 6 title '%s p99'"
                                  % (path, color, title))
+                if not plots:
+                    continue  # no run measured it (results from before the field existed)
                 script += [
                     "set title '%d contending processes, %s'" % (k, what),
                     "set xlabel 'masters (N)'",
