@@ -223,6 +223,18 @@ void Operation::on_gate(const Outcome& outcome) {
   }
   passed_gate_ = outcome.reached;
   context_.waiters.unqueued(key_);
+  // The gate's yes holds the key there for us: its vote counts as given, and
+  // with N = 1 the gate step was the whole attempt. (With fencing the gate
+  // must answer its counter in the round like the others.)
+  if (outcome.reached && counter_key_.empty()) {
+    if (context_.masters.size() == 1) {
+      on_decided(outcome);
+      return;
+    }
+    round_ = Round::start_past_gate(context_.masters, command_, *gate_, outcome.t0,
+                                    [this](const Outcome& o) { on_decided(o); });
+    return;
+  }
   uv_update_time(context_.loop);
   start_round(context_.clock.now());
 }

@@ -47,6 +47,21 @@ std::shared_ptr<Round> Round::start_gated(const std::vector<std::unique_ptr<Mast
   return round;
 }
 
+std::shared_ptr<Round> Round::start_past_gate(const std::vector<std::unique_ptr<Master>>& masters,
+                                              const std::shared_ptr<const Command>& command,
+                                              const Master& gate, TimePoint t0, Decided decided) {
+  auto round = std::make_shared<Round>(Token{}, static_cast<int>(masters.size()), t0, std::move(decided),
+                                       Decide::early);
+  round->gate_ = &gate;
+  round->gate_answered_ = true;
+  round->remember_yes(gate);
+  ++round->tally_.yes;
+  for (const auto& m : masters) {
+    if (m.get() != &gate) m->send(command, round);
+  }
+  return round;
+}
+
 std::shared_ptr<Round> Round::start_on(Master& master, const std::shared_ptr<const Command>& command,
                                        TimePoint t0, Decided decided) {
   auto round = std::make_shared<Round>(Token{}, 1, t0, std::move(decided), Decide::early);
@@ -81,11 +96,7 @@ void Round::on_reply(const Master& from, const Reply& answer) {
     if (same_server) {
       vote = Vote::failed;
     } else {
-      if (overflow) {
-        yes_overflow_.push_back(&from);
-      } else {
-        yes_inline_[static_cast<std::size_t>(tally_.yes)] = &from;
-      }
+      remember_yes(from);
       if (reply.type == Reply::Type::integer && reply.integer == 1) ++tally_.renewed;
       if (with_counter(answer)) tally_.counter = std::max(tally_.counter, answer.elements[1].integer);
     }
@@ -137,6 +148,15 @@ void Round::count(Vote vote) {
   outcome.refused_at_gate = refused_at_gate_;
   auto decided = std::exchange(decided_, nullptr);
   decided(outcome);
+}
+
+// Before tally_.yes counts it.
+void Round::remember_yes(const Master& from) {
+  if (static_cast<std::size_t>(n_) > yes_inline_.size()) {
+    yes_overflow_.push_back(&from);
+  } else {
+    yes_inline_[static_cast<std::size_t>(tally_.yes)] = &from;
+  }
 }
 
 // A majority is free once enough holders' keys expired: the yes votes are

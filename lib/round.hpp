@@ -73,6 +73,13 @@ class Round final : public ReplyHandler, public std::enable_shared_from_this<Rou
                                             const std::shared_ptr<const Command>& gate_command, TimePoint t0,
                                             Decided decided, bool veto, Decide rule = Decide::early,
                                             std::chrono::milliseconds patience = {});
+  /// The rest of a waiter's attempt after its gate alone said yes (start_on):
+  /// the gate's vote counts as given at `t0`, the gate step's (validity runs
+  /// from before the gate's write), and only the other masters are asked.
+  /// For N >= 3: one vote never decides, so `decided` is not called inside.
+  static std::shared_ptr<Round> start_past_gate(const std::vector<std::unique_ptr<Master>>& masters,
+                                                const std::shared_ptr<const Command>& command,
+                                                const Master& gate, TimePoint t0, Decided decided);
   /// A round of one vote, on `master` alone (a waiter's gate).
   static std::shared_ptr<Round> start_on(Master& master, const std::shared_ptr<const Command>& command,
                                          TimePoint t0, Decided decided);
@@ -87,6 +94,7 @@ class Round final : public ReplyHandler, public std::enable_shared_from_this<Rou
 
  private:
   void count(Vote vote);
+  void remember_yes(const Master& from);
   long long free_in_ms() const;
 
   int n_;

@@ -329,6 +329,40 @@ TEST_CASE("Clients waiting for one resource are woken one per release, in the or
   REQUIRE(loop.close());
 }
 
+// A Client refused on a key lately asks the gate first on its next lock(); a
+// yes there counts as that master's vote, and the round asks only the others.
+TEST_CASE("after the gate alone said yes, a waiter's attempt asks each master once", "[wait]") {
+  for (int n : {1, 3}) {
+    INFO(n << " masters");
+    Cluster masters(n);
+    LoopFixture loop;
+    {
+      Client holder(loop.get(), masters.options());
+      Client client(loop.get(), slow_polling(masters.options()));
+      Answer held = try_lock(loop, holder, "past-gate", 30s);
+      REQUIRE_FALSE(held.error);
+      Waiting refused_first(client, "past-gate", 30s, 20s);
+      REQUIRE(loop.run_until([&] { return masters.queued_on("past-gate", 1).size() == 1; }, 5s));
+      REQUIRE_FALSE(unlock(loop, holder, held.lock));
+      REQUIRE(loop.run_until([&] { return refused_first.done(); }, 5s));
+      REQUIRE_FALSE(refused_first.answer->error);
+      REQUIRE_FALSE(unlock(loop, client, refused_first.answer->lock));
+      let_it_try(loop);  // the answers of the last master, after the round decided
+
+      std::uint64_t asked = votes_asked(client);
+      Waiting again(client, "past-gate", 30s, 20s);
+      REQUIRE(loop.run_until([&] { return again.done(); }, 5s));
+      REQUIRE_FALSE(again.answer->error);
+      let_it_try(loop);
+      CHECK(votes_asked(client) - asked == static_cast<std::uint64_t>(n));
+      for (std::size_t i = 0; i < masters.size(); ++i)
+        CHECK(masters[i].get("past-gate") == again.answer->lock.value);
+      REQUIRE_FALSE(unlock(loop, client, again.answer->lock));
+    }
+    REQUIRE(loop.close());
+  }
+}
+
 TEST_CASE(
     "a waiter whose wait ran out leaves the queue, and a wake for a Client that no longer waits is passed on",
     "[wait]") {
