@@ -291,9 +291,11 @@ int worker_main(const WorkerArgs& a) {
       if (std::exchange(closing, true)) return;
       client.close(nullptr);
     };
+    // redlock-polling's next try, run by poll_timer after its pause.
+    std::function<void()> poll_next;
     uv_timer_t poll_timer;
     uv_timer_init(&loop, &poll_timer);
-    poll_timer.data = nullptr;
+    poll_timer.data = &poll_next;
     uv_timer_t guard;
     uv_timer_init(&loop, &guard);
     guard.data = &close;
@@ -327,23 +329,22 @@ int worker_main(const WorkerArgs& a) {
     };
     // redlock-polling: try, and after a refusal sleep the peers' retry pause.
     try_once = [&](std::int64_t call, int attempts) {
-      client.try_lock(
-          a.resource, lock_ttl, [&, call, attempts](std::error_code error, const redlock::Lock& l) {
-            if (error == redlock::errc::not_acquired && !closing) {
-              poll_timer.data =
-                  new std::function<void()>([&, call, attempts] { try_once(call, attempts + 1); });
-              uv_timer_start(
-                  &poll_timer,
-                  [](uv_timer_t* t) {
-                    std::unique_ptr<std::function<void()>> fn(static_cast<std::function<void()>*>(t->data));
-                    t->data = nullptr;
-                    (*fn)();
-                  },
-                  static_cast<std::uint64_t>(poll_pause(rng)), 0);
-              return;
-            }
-            on_lock(call, attempts, error, l);
-          });
+      client.try_lock(a.resource, lock_ttl,
+                      [&, call, attempts](std::error_code error, const redlock::Lock& l) {
+                        if (error == redlock::errc::not_acquired && !closing) {
+                          poll_next = [&, call, attempts] { try_once(call, attempts + 1); };
+                          uv_timer_start(
+                              &poll_timer,
+                              [](uv_timer_t* t) {
+                                // Moved out first: the try may set the next one.
+                                auto next = std::move(*static_cast<std::function<void()>*>(t->data));
+                                next();
+                              },
+                              static_cast<std::uint64_t>(poll_pause(rng)), 0);
+                          return;
+                        }
+                        on_lock(call, attempts, error, l);
+                      });
     };
     cycle = [&] {
       if (closing || now_ns() >= end || cycles.size() >= max_cycles_per_worker) return close();
@@ -354,9 +355,7 @@ int worker_main(const WorkerArgs& a) {
     };
     cycle();
     uv_run(&loop, UV_RUN_DEFAULT);
-    // A poll pause pending at close: stop it (its closure is ours to free).
-    uv_timer_stop(&poll_timer);
-    delete static_cast<std::function<void()>*>(poll_timer.data);
+    uv_timer_stop(&poll_timer);  // a poll pause pending at close
     uv_close(reinterpret_cast<uv_handle_t*>(&poll_timer), nullptr);
     uv_close(reinterpret_cast<uv_handle_t*>(&guard), nullptr);
     uv_run(&loop, UV_RUN_DEFAULT);
