@@ -76,7 +76,8 @@ class Round final : public ReplyHandler, public std::enable_shared_from_this<Rou
   /// The rest of a waiter's attempt after its gate alone said yes (start_on):
   /// the gate's vote counts as given at `t0`, the gate step's (validity runs
   /// from before the gate's write), and only the other masters are asked.
-  /// For N >= 3: one vote never decides, so `decided` is not called inside.
+  /// With two masters or more one vote never decides, so `decided` is not
+  /// called inside.
   static std::shared_ptr<Round> start_past_gate(const std::vector<std::unique_ptr<Master>>& masters,
                                                 const std::shared_ptr<const Command>& command,
                                                 const Master& gate, TimePoint t0, Decided decided);
