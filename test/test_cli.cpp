@@ -19,6 +19,7 @@
 #include "support/cluster.hpp"
 #include "support/command.hpp"
 #include "support/eventually.hpp"
+#include "support/holders.hpp"
 #include "support/json.hpp"
 #include "support/timeouts.hpp"
 
@@ -116,23 +117,6 @@ std::map<std::string, std::string> assignments(const std::string& text) {
 // unsubscribes): either way it has tried and is waiting.
 bool waiting_on(Cluster& masters, const std::string& key) {
   return !masters.subscribed_on(key + ":released", 1).empty() || !masters.queued_on(key, 1).empty();
-}
-
-bool held_nowhere(Cluster& masters, const std::string& key) {
-  return eventually([&] {
-    for (std::size_t i = 0; i < masters.size(); ++i) {
-      if (masters[i].running() && masters[i].get(key)) return false;
-    }
-    return true;
-  });
-}
-
-std::size_t holders(Cluster& masters, const std::string& key, const std::string& value) {
-  std::size_t count = 0;
-  for (std::size_t i = 0; i < masters.size(); ++i) {
-    if (masters[i].running() && masters[i].get(key) == value) ++count;
-  }
-  return count;
 }
 
 // A CMD that writes its lock value to `ready` and then blocks reading `fifo`

@@ -7,7 +7,7 @@
 
 namespace redlock::test {
 
-Cluster::Cluster(int n, ServerOptions each) {
+Cluster::Cluster(int n, const ServerOptions& each) {
   if (n < 0) throw std::invalid_argument("Cluster: negative size");
   servers_.reserve(static_cast<std::size_t>(n));
   for (int i = 0; i < n; ++i) {

@@ -17,7 +17,7 @@ class Cluster {
  public:
   /// Starts `n` servers with the same options: all are spawned first, then
   /// each is waited for. Throws std::runtime_error if one never answers.
-  explicit Cluster(int n, ServerOptions each = {});
+  explicit Cluster(int n, const ServerOptions& each = {});
   Cluster(const Cluster&) = delete;
   Cluster& operator=(const Cluster&) = delete;
 

@@ -3,6 +3,7 @@
 // What the masters of a Cluster hold, read over the inspection connections.
 // A round decides at a quorum and releases are run a moment after they are
 // written, so the checks that wait poll with a deadline (eventually()).
+// A master that is not running (a test stopped it) holds nothing.
 
 #include <optional>
 #include <string>
@@ -15,7 +16,8 @@ namespace redlock::test {
 /// How many masters hold `value` at `key` now.
 inline int holders(Cluster& masters, const std::string& key, const std::string& value) {
   int n = 0;
-  for (std::size_t i = 0; i < masters.size(); ++i) n += masters[i].get(key) == value ? 1 : 0;
+  for (std::size_t i = 0; i < masters.size(); ++i)
+    n += masters[i].running() && masters[i].get(key) == value ? 1 : 0;
   return n;
 }
 
@@ -33,7 +35,7 @@ inline bool gone_everywhere(Cluster& masters, const std::string& key, const std:
 inline bool held_nowhere(Cluster& masters, const std::string& key) {
   return eventually([&] {
     for (std::size_t i = 0; i < masters.size(); ++i) {
-      if (masters[i].get(key)) return false;
+      if (masters[i].running() && masters[i].get(key)) return false;
     }
     return true;
   });
