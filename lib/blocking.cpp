@@ -17,6 +17,7 @@
 #include <utility>
 #include <vector>
 
+#include "client_access.hpp"
 #include "reentry.hpp"
 
 namespace redlock {
@@ -47,6 +48,8 @@ class Redlock::Impl {
       uv_loop_close(&loop_);
       throw;
     }
+    // Every path that ends in a loss reaches the table from the Client itself.
+    if (reentrant) ClientAccess::on_lost(*client_, [this](const Lock& lock) { reentry.lost_value(lock); });
     // The Client was built on this thread; the loop thread takes it over from here.
     thread_ = std::thread([this] {
       // Our own thread: a write to a master that just died must not raise

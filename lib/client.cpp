@@ -10,6 +10,7 @@
 #include <utility>
 #include <vector>
 
+#include "client_access.hpp"
 #include "deferred.hpp"
 #include "keeper.hpp"
 #include "operation.hpp"
@@ -126,18 +127,25 @@ class Client::Impl final : public Context {
     closing_ = false;
   }
 
-  /// Wraps an extension's callback so that, if `lock` is kept, its keeper
-  /// hears of the answer first.
-  Operation::Callback telling_keeper(const Lock& lock, LockCallback cb) {
-    return [this, value = lock.value, cb = std::move(cb), alive = alive()](std::error_code error, Lock l) {
-      if (!alive.expired()) {
-        if (error)
-          keeper.extend_failed(value, error);
-        else
-          keeper.extended(l);
-      }
-      if (cb) cb(error, std::move(l));
-    };
+  void extension_issued(const Lock& lock) override { keeper.extending(lock.value); }
+
+  std::error_code extension_decided(const Lock& lock, std::error_code error) override {
+    return keeper.extension_decided(lock, error);
+  }
+
+  void lost(const Lock& lock) override {
+    if (on_lost_) on_lost_(lock);
+  }
+
+  /// See ClientAccess::on_lost.
+  void on_lost(std::function<void(const Lock&)> listener) { on_lost_ = std::move(listener); }
+
+  /// A kept lock's validity is the hold's: renewals moved it on since the
+  /// Lock the caller has was answered.
+  Lock with_current_validity(const Lock& lock) const {
+    Lock current = lock;
+    if (auto kept = keeper.valid_until(lock.value)) current.valid_until = *kept;
+    return current;
   }
 
   Stats stats() const {
@@ -216,13 +224,17 @@ class Client::Impl final : public Context {
                 [this](std::vector<Renewal::Item> items, Renewal::Decided decided) {
                   return std::shared_ptr<void>(Renewal::start(*this, std::move(items), std::move(decided)));
                 },
-                [this](const Lock& l) { run(Operation::Kind::unlock, l, milliseconds{1}, 1, nullptr); },
+                [this](const Lock& l) {
+                  lost(l);
+                  run(Operation::Kind::unlock, l, milliseconds{1}, 1, nullptr);
+                },
                 [this](std::function<void()> fn) { post(std::move(fn)); },
                 [this] { return clock.now(); },
             }};
 
  private:
   Deferred::Ptr deferred_;
+  std::function<void(const Lock&)> on_lost_;
   bool closed_ = false;
   bool closing_ = false;  // inside close()
 };
@@ -259,11 +271,11 @@ void Client::try_lock(std::string resource, milliseconds ttl, LockCallback cb) {
 }
 
 void Client::extend(const Lock& lock, milliseconds ttl, LockCallback cb) {
-  impl_->run(Operation::Kind::extend, lock, ttl, 1, impl_->telling_keeper(lock, std::move(cb)));
+  impl_->run(Operation::Kind::extend, impl_->with_current_validity(lock), ttl, 1, std::move(cb));
 }
 
 void Client::continue_lock(const Lock& lock, milliseconds ttl, LockCallback cb) {
-  impl_->run(Operation::Kind::continue_lock, lock, ttl, 1, impl_->telling_keeper(lock, std::move(cb)));
+  impl_->run(Operation::Kind::continue_lock, impl_->with_current_validity(lock), ttl, 1, std::move(cb));
 }
 
 void Client::keep(const Lock& lock, KeepOptions options, LostCallback on_lost, RenewedCallback on_renewed) {
@@ -293,6 +305,10 @@ std::vector<MasterError> Client::master_errors() const {
 
 Stats Client::stats() const {
   return impl_->stats();
+}
+
+void ClientAccess::on_lost(Client& client, std::function<void(const Lock&)> listener) {
+  client.impl_->on_lost(std::move(listener));
 }
 
 }  // namespace redlock

@@ -16,8 +16,11 @@ struct Keeper::Hold {
   OnRenewed on_renewed;
   Timer expiry;
   Timer cap;
-  std::uint64_t due = 0;           // the next renewal (uv_now() ms); 0 while out of due_
-  std::shared_ptr<void> renewing;  // the batch whose answer this hold awaits
+  std::uint64_t due = 0;            // the next renewal (uv_now() ms); 0 while out of due_
+  std::shared_ptr<void> renewing;   // the batch whose answer this hold awaits
+  int extending = 0;                // the caller's extensions in flight
+  std::uint64_t epoch = 0;          // extensions issued so far
+  std::uint64_t renewal_epoch = 0;  // epoch when the renewal in flight was written
 
   Hold(Keeper* k, Lock l, milliseconds e, bool from_ttl, OnLost lost)
       : keeper(k),
@@ -117,7 +120,8 @@ void Keeper::tick() {
   std::vector<Hold*> batch;
   for (Hold* hold : taken) {
     schedule(*hold, now + static_cast<std::uint64_t>(hold->every.count()));
-    if (hold->renewing) continue;  // the previous renewal has not answered yet
+    if (hold->renewing) continue;       // the previous renewal has not answered yet
+    if (hold->extending > 0) continue;  // the extension's answer will stand
     if (clock_now >= hold->lock.valid_until) {
       // extend's rule: too late to renew, someone else may hold it now.
       end(*hold, errc::expired, true);
@@ -141,7 +145,10 @@ void Keeper::send(std::vector<Hold*>& batch) {
     auto renewal =
         hooks_.renew(std::move(items), [this](const std::string& value, std::error_code error,
                                               TimePoint valid_until) { renewed(value, error, valid_until); });
-    for (std::size_t i = from; i < to; ++i) batch[i]->renewing = renewal;
+    for (std::size_t i = from; i < to; ++i) {
+      batch[i]->renewing = renewal;
+      batch[i]->renewal_epoch = batch[i]->epoch;
+    }
   }
 }
 
@@ -150,6 +157,8 @@ void Keeper::renewed(const std::string& value, std::error_code error, TimePoint 
   if (it == holds_.end()) return;  // unlocked or ended meanwhile
   Hold& hold = *it->second;
   hold.renewing.reset();  // the master answering holds the batch until it returns
+  // Written before an extension: the masters ran the extension after it.
+  if (hold.renewal_epoch != hold.epoch) return;
   if (hooks_.now() >= hold.lock.valid_until) {
     // The answer came too late (a paused process reads it before its timers
     // run): the validity ran out before the renewal was known to succeed.
@@ -169,18 +178,28 @@ void Keeper::renewed(const std::string& value, std::error_code error, TimePoint 
   }
 }
 
-void Keeper::extend_failed(const std::string& value, std::error_code error) {
+void Keeper::extending(const std::string& value) {
   auto it = holds_.find(value);
-  if (it == holds_.end() || error == errc::invalid_argument || error == errc::closed) return;
-  end(*it->second, static_cast<errc>(error.value()), true);
+  if (it == holds_.end()) return;
+  ++it->second->extending;
+  ++it->second->epoch;
 }
 
-void Keeper::extended(const Lock& lock) {
+std::error_code Keeper::extension_decided(const Lock& lock, std::error_code error) {
   auto it = holds_.find(lock.value);
-  if (it == holds_.end()) return;
+  if (it == holds_.end()) {
+    auto ended = ended_extending_.find(lock.value);
+    if (ended == ended_extending_.end()) return {};
+    errc why = ended->second;
+    ended_extending_.erase(ended);
+    return error ? error : make_error_code(why);
+  }
   Hold& hold = *it->second;
-  // Answers come in the order the masters ran the commands: whichever of a
-  // renewal and this extension answers last set the keys last.
+  hold.extending = std::max(hold.extending - 1, 0);
+  if (error) {
+    if (error != errc::closed) end(hold, static_cast<errc>(error.value()), true);
+    return {};
+  }
   hold.lock.ttl = lock.ttl;
   hold.lock.valid_until = lock.valid_until;
   if (hold.every_from_ttl) hold.every = default_every(lock.ttl);
@@ -191,6 +210,13 @@ void Keeper::extended(const Lock& lock) {
     auto told = hold.on_renewed;
     told(lock.valid_until);
   }
+  return {};
+}
+
+std::optional<TimePoint> Keeper::valid_until(const std::string& value) const {
+  auto it = holds_.find(value);
+  if (it == holds_.end()) return std::nullopt;
+  return it->second->lock.valid_until;
 }
 
 void Keeper::arm_expiry(Hold& hold) {
@@ -214,6 +240,7 @@ void Keeper::end(Hold& hold, errc why, bool release) {
   if (it == holds_.end()) return;
   Lock lock = hold.lock;
   lost_.count(make_error_code(why));
+  if (hold.extending > 0) ended_extending_[lock.value] = why;
   // Until it runs, an unlock(lock) still cancels the notice (forget()).
   auto notice = std::make_shared<OnLost>(std::move(hold.on_lost));
   erase(it);
@@ -229,6 +256,7 @@ void Keeper::end(Hold& hold, errc why, bool release) {
 void Keeper::forget(const std::string& value) {
   auto it = holds_.find(value);
   if (it != holds_.end()) erase(it);
+  ended_extending_.erase(value);
   auto notice = noticing_.find(value);
   if (notice == noticing_.end()) return;
   if (auto pending = notice->second.lock()) *pending = nullptr;
@@ -248,6 +276,7 @@ void Keeper::forget_noticed() {
 void Keeper::close() {
   while (!holds_.empty()) end(*holds_.begin()->second, errc::closed, false);
   noticing_.clear();
+  ended_extending_.clear();
   tick_.close();
   armed_for_ = 0;
 }

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <system_error>
@@ -59,13 +60,22 @@ class Keeper {
   /// renewal in flight was written before the unlock on every connection, so
   /// it cannot outlive it.
   void forget(const std::string& value);
-  /// The caller extended (or continued) a lock, maybe kept: a kept one is
-  /// renewed to the new ttl from now on (its period too, when it was the
-  /// default ttl / 3), and its validity is the extension's.
-  void extended(const Lock& lock);
-  /// The caller's extension of the lock with `value` failed: a kept one's
-  /// hold ends with that error, unless nothing was sent (invalid_argument).
-  void extend_failed(const std::string& value, std::error_code error);
+  /// The caller is extending (or continuing) the lock with `value`; its
+  /// command is about to be written. While it is in flight no renewal of a
+  /// kept lock goes out, and the answer of a renewal written before it is
+  /// ignored: the masters run that renewal first, so the extension's answer
+  /// is the one that stands.
+  void extending(const std::string& value);
+  /// That extension is decided, in the callback of the answer that decided
+  /// it: a kept lock is renewed to the new ttl from now on (its period too,
+  /// when it was the default ttl / 3) and takes the extension's validity, or
+  /// its hold ends with the extension's error. Returns the error to answer
+  /// the extension with instead of success when the hold ended while the
+  /// extension was in flight (its validity ran out, max_hold): our value is
+  /// then being released, after the extension, on every master.
+  std::error_code extension_decided(const Lock& lock, std::error_code error);
+  /// The validity of the kept lock with `value` now; nullopt when not kept.
+  std::optional<TimePoint> valid_until(const std::string& value) const;
   /// The Client is closing: every hold ends with errc::closed.
   void close();
 
@@ -96,6 +106,9 @@ class Keeper {
   std::set<Due> due_;                                             // the next renewal of every hold
   // Ended holds whose on_lost is posted but has not run, by lock value.
   std::unordered_map<std::string, std::weak_ptr<OnLost>> noticing_;
+  // Holds that ended while the caller's extension was in flight, by lock
+  // value: that extension is answered with the hold's error.
+  std::unordered_map<std::string, errc> ended_extending_;
   std::size_t prune_at_ = 64;
   Timer tick_;
   std::uint64_t armed_for_ = 0;  // when tick_ fires; 0 when stopped

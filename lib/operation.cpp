@@ -85,6 +85,7 @@ void Operation::wait_until(std::uint64_t deadline, bool answer_timeout) {
 }
 
 void Operation::start() {
+  if (kind_ == Kind::extend || kind_ == Kind::continue_lock) context_.extension_issued(lock_);
   waiting_ = waits();
   command_ = make_command();
   if (!waiting_) {
@@ -434,6 +435,7 @@ void Operation::attempt_failed(errc error, const Outcome* outcome, bool release)
 
 void Operation::lost(errc error) {
   release_everywhere(lock_.value);
+  context_.lost(lock_);
   finish(error);
 }
 
@@ -455,6 +457,9 @@ void Operation::release_everywhere(std::string_view value, bool partial) {
 }
 
 void Operation::finish(std::error_code error) {
+  if (kind_ == Kind::extend || kind_ == Kind::continue_lock) {
+    if (std::error_code instead = context_.extension_decided(lock_, error)) error = instead;
+  }
   round_.reset();
   retry_timer_.close();
   if (std::exchange(enlisted_, false)) context_.waiters.leave(key_, *this);
@@ -504,7 +509,9 @@ void Operation::count(Context& context, Kind kind, std::error_code answer,
 std::error_code Operation::check_on_arrival(const Lock& lock) {
   if (kind_ == Kind::unlock || context_.clock.now() < lock.valid_until) return {};
   release_everywhere(lock.value);
-  return make_error_code(kind_ == Kind::acquire ? errc::unavailable : errc::not_held);
+  if (kind_ == Kind::acquire) return make_error_code(errc::unavailable);
+  context_.lost(lock);
+  return make_error_code(errc::not_held);
 }
 
 void Operation::cancel() {

@@ -47,6 +47,15 @@ class Context {
   /// The operation has answered its caller: hands over its ownership, so
   /// that the posted answer can carry it and destroy it after running.
   virtual std::shared_ptr<Operation> retire(Operation& op) = 0;
+  /// An extend or continue_lock is about to write its command.
+  virtual void extension_issued(const Lock& lock) = 0;
+  /// That extension is decided: `error`, or `lock` with its new validity.
+  /// Told in the callback of the answer that decided it, before its caller is
+  /// answered, so a keep of the lock applies it in the order the masters ran
+  /// the commands. Returns the error to answer instead of success, if any.
+  virtual std::error_code extension_decided(const Lock& lock, std::error_code error) = 0;
+  /// Our value of `lock` is being deleted everywhere: the lock was lost.
+  virtual void lost(const Lock& lock) = 0;
 
   /// Expires when the Context is destroyed: for answers that run after it.
   std::weak_ptr<const bool> alive() const { return alive_; }

@@ -45,6 +45,11 @@ void Reentry::refused(const Lock& lock) {
   }
 }
 
+void Reentry::lost_value(const Lock& lock) {
+  std::lock_guard<std::mutex> guard(mutex_);
+  if (Entry* e = find(lock)) e->lost = true;
+}
+
 bool Reentry::leave(const Lock& lock) {
   std::lock_guard<std::mutex> guard(mutex_);
   Entry* e = find(lock);

@@ -34,9 +34,12 @@ class Reentry {
   void acquired(const Lock& lock);
   /// The lock was extended on the masters (any level).
   void extended(const Lock& lock);
-  /// enter() then failed to extend it: that level was not granted, and the
-  /// lock is lost (extend deleted our value everywhere).
+  /// enter() then failed to extend it: that level was not granted (the lock
+  /// is lost, and lost_value() was told).
   void refused(const Lock& lock);
+  /// The Client deleted our value of `lock` after a loss (loop thread): no
+  /// later enter() hands it out.
+  void lost_value(const Lock& lock);
   /// unlock(lock): one level less, and that level's listeners dropped. True
   /// when the masters must be released (the last level, or not tracked).
   bool leave(const Lock& lock);

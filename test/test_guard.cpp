@@ -217,3 +217,47 @@ TEST_CASE("reentrant kept guards share one keep; the inner one's end changes not
   CHECK(outer_lost == 0);
   CHECK(inner_lost == 0);
 }
+
+// Hardening 2, item 4.
+TEST_CASE("extend on a kept LockGuard past its first ttl succeeds: the renewals kept it valid",
+          "[guard][hardening]") {
+  Cluster masters(3);
+  Redlock redlock(masters.options());
+  Result<Lock> lock = redlock.try_lock("guard-first-taken", 300ms);
+  REQUIRE(lock);
+  std::atomic<int> lost{0};
+  LockGuard guard(redlock, *lock, {}, [&](std::error_code) { ++lost; });
+  REQUIRE(eventually([&] { return steady::now() > lock->valid_until + 200ms; }, 3s));
+  CHECK_FALSE(guard.lost());
+  REQUIRE_FALSE(guard.extend(1000ms));
+  CHECK(guard.valid_until() > steady::now() + 800ms);
+  CHECK(holders(masters, "guard-first-taken", lock->value) == 3);
+  CHECK_FALSE(guard.lost());
+  CHECK(lost == 0);
+}
+
+// Hardening 2, item 1.
+TEST_CASE("reentrant: after a refused extend or continue_lock the thread's next lock is a fresh acquisition",
+          "[guard][reentrant][hardening]") {
+  Cluster masters(3);
+  Options options = masters.options();
+  options.reentrant = true;
+  options.retry_count = 0;
+  Redlock redlock(options);
+  Result<Lock> held = redlock.try_lock("reentered", 10s);
+  REQUIRE(held);
+  for (std::size_t i = 1; i < 3; ++i) masters[i].pause();
+  bool use_continue = GENERATE(false, true);
+  Result<Lock> refused = use_continue ? redlock.continue_lock(*held, 10s) : redlock.extend(*held, 10s);
+  CHECK(refused.error() == errc::unavailable);
+  for (std::size_t i = 1; i < 3; ++i) masters[i].resume();
+  // The library deleted our value everywhere: the lock is free, and another owner takes it.
+  REQUIRE(gone_everywhere(masters, "reentered", held->value));
+  Redlock other(masters.options());
+  Result<Lock> taken = other.try_lock("reentered", 10s);
+  REQUIRE(taken);
+  // The dead Lock is not handed out again: the masters are asked, and refuse.
+  Result<Lock> again = redlock.lock("reentered", 10s);
+  CHECK(again.error() == errc::not_acquired);
+  CHECK(holders(masters, "reentered", taken->value) == 3);
+}

@@ -497,3 +497,76 @@ TEST_CASE("a client SIGSTOPped past its validity reports expired first", "[keep]
   CHECK(WIFEXITED(status));
   close(fds[0]);
 }
+
+// Hardening 2, item 2. The masters run commands in the order they were
+// written; the keeper must let the last one's answer stand.
+TEST_CASE(
+    "an extension written while a renewal falls due: the validity that stands is the one the masters ran "
+    "last",
+    "[keep][hardening]") {
+  Cluster masters(3);
+  LoopFixture loop;
+  {
+    Options options = masters.options();
+    options.command_timeout = 3000ms;  // the masters are paused below, not failed
+    Client client(loop.get(), options);
+    Answer a = try_lock(loop, client, "racing", 1500ms);
+    REQUIRE_FALSE(a.error);
+    Lost lost;
+    steady::time_point reported{};
+    client.keep(a.lock, {100ms, 0ms}, lost.callback(), [&](steady::time_point v) { reported = v; });
+    for (std::size_t i = 0; i < masters.size(); ++i) masters[i].pause();
+    auto extension = std::make_shared<Answer>();
+    bool answered = false;
+    client.extend(a.lock, 10000ms, [&, extension](std::error_code e, Lock l) {
+      extension->error = e;
+      extension->lock = std::move(l);
+      answered = true;
+    });
+    // Two renewal periods pass with the extension unanswered: a renewal
+    // written now would run after it on every master, at 1.5 s.
+    loop.run_until([] { return false; }, 250ms);
+    for (std::size_t i = 0; i < masters.size(); ++i) masters[i].resume();
+    REQUIRE(loop.run_until([&] { return answered; }, 3000ms));
+    REQUIRE_FALSE(extension->error);
+    loop.run_until([] { return false; }, 50ms);  // anything still in flight answers
+    CHECK(reported > steady::now() + 8000ms);
+    // What the masters hold must cover what the hold reports.
+    for (std::size_t i = 0; i < masters.size(); ++i) CHECK(masters[i].pttl("racing") > 8000);
+    CHECK(lost.calls.empty());
+    CHECK_FALSE(unlock(loop, client, a.lock));
+  }
+  REQUIRE(loop.close());
+}
+
+// Hardening 2, item 4.
+TEST_CASE("extending or continuing a kept lock with the Lock as first taken uses the hold's validity",
+          "[keep][hardening]") {
+  Cluster masters(3);
+  LoopFixture loop;
+  {
+    Options options = masters.options();
+    options.fencing = true;
+    Client client(loop.get(), options);
+    Answer a = try_lock(loop, client, "first-taken", 300ms);
+    REQUIRE_FALSE(a.error);
+    Lost lost;
+    int renewals = 0;
+    client.keep(a.lock, {}, lost.callback(), [&](steady::time_point) { ++renewals; });
+    // Renewals carry it well past the first ttl.
+    REQUIRE(
+        loop.run_until([&] { return renewals >= 4 && steady::now() > a.lock.valid_until + 100ms; }, 3000ms));
+    Answer extended = extend(loop, client, a.lock, 600ms);
+    REQUIRE_FALSE(extended.error);
+    CHECK(extended.lock.fencing_token == a.lock.fencing_token);
+    Answer continued = continue_lock(loop, client, a.lock, 600ms);
+    REQUIRE_FALSE(continued.error);
+    CHECK(continued.lock.continued);
+    CHECK(continued.lock.fencing_token == a.lock.fencing_token);
+    loop.run_until([] { return false; }, 100ms);
+    CHECK(lost.calls.empty());
+    CHECK(holders(masters, "first-taken", a.lock.value) == 3);
+    CHECK_FALSE(unlock(loop, client, a.lock));
+  }
+  REQUIRE(loop.close());
+}

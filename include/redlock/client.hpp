@@ -18,6 +18,8 @@ typedef struct uv_loop_s uv_loop_t;  // NOLINT(modernize-use-using): matches uv.
 
 namespace redlock {
 
+struct ClientAccess;
+
 /// The asynchronous API, on the caller's libuv loop.
 ///
 /// Threading: a Client belongs to the thread that runs its loop. Construct it,
@@ -113,6 +115,7 @@ class REDLOCK_API Client {
   class Impl;
 
  private:
+  friend struct ClientAccess;  // the library's own layers (lib/client_access.hpp)
   std::unique_ptr<Impl> impl_;
 };
 
