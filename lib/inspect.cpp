@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "deferred.hpp"
+#include "keys.hpp"
 #include "master.hpp"
 #include "quorum.hpp"
 #include "tls.hpp"
@@ -179,7 +180,7 @@ class Inspector::Impl {
         answer(i);
       });
       for (std::size_t k = 0; k < resources_.size(); ++k) {
-        std::string key = owner_.options_.key_prefix + resources_[k];
+        std::string key = keys::lock(owner_.options_.key_prefix, resources_[k]);
         send(i, {"GET", key}, [this, i, k](const Reply* reply, Failure why) {
           if (answered(i, reply, why) && reply->type == Reply::Type::string) {
             result_.masters[i].keys[k].value = reply->str;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <utility>
 
+#include "keys.hpp"
 #include "quorum.hpp"
 #include "rendezvous.hpp"
 #include "scripts.hpp"
@@ -25,9 +26,9 @@ Operation::Operation(Context& context, Kind kind, Lock lock, milliseconds ttl, i
       ttl_(ttl),
       attempts_left_(attempts),
       cb_(std::move(cb)),
-      key_(context.options.key_prefix + lock_.resource) {
+      key_(keys::lock(context.options.key_prefix, lock_.resource)) {
   if (context.options.fencing && (kind == Kind::acquire || kind == Kind::continue_lock))
-    counter_key_ = key_ + ":fencing";
+    counter_key_ = keys::fencing(key_);
 }
 
 std::shared_ptr<const Command> Operation::make_command() const {
@@ -58,10 +59,10 @@ std::shared_ptr<const Command> Operation::unlock_command(std::string_view value,
                                                          bool subscribed, bool at_gate) const {
   std::string_view others_only = subscribed ? "1" : "0";
   if (!at_gate)
-    return Command::script(scripts::unlock, {key_, value, Waiters::channel(key_), message, others_only});
+    return Command::script(scripts::unlock, {key_, value, keys::release_channel(key_), message, others_only});
   return Command::script(
       scripts::unlock_and_wake,
-      {key_, Waiters::queue_key(key_), Waiters::reservation_key(key_), value, Waiters::channel(key_), message,
+      {key_, keys::queue(key_), keys::reservation(key_), value, keys::release_channel(key_), message,
        others_only, std::to_string(context_.options.command_timeout.count())});
 }
 
@@ -73,10 +74,9 @@ std::shared_ptr<const Command> Operation::make_gate_command(const Master& gate) 
   asked_to_queue_ = !wake_channel.empty();
   std::uint64_t wait_left = deadline_ - std::min(deadline_, uv_now(context_.loop));
   constexpr std::uint64_t queue_slack_ms = 1000;
-  return Command::script(
-      scripts::acquire_or_queue,
-      {key_, Waiters::queue_key(key_), Waiters::reservation_key(key_), lock_.value,
-       std::to_string(ttl_.count()), wake_channel, std::to_string(wait_left + queue_slack_ms)});
+  return Command::script(scripts::acquire_or_queue, {key_, keys::queue(key_), keys::reservation(key_),
+                                                     lock_.value, std::to_string(ttl_.count()), wake_channel,
+                                                     std::to_string(wait_left + queue_slack_ms)});
 }
 
 void Operation::wait_until(std::uint64_t deadline, bool answer_timeout) {

@@ -3,6 +3,7 @@
 #include <string_view>
 #include <utility>
 
+#include "keys.hpp"
 #include "operation.hpp"
 #include "quorum.hpp"
 #include "scripts.hpp"
@@ -30,7 +31,7 @@ std::shared_ptr<Renewal> Renewal::start(Context& context, std::vector<Item> item
   keys.reserve(all.size());
   ttls.reserve(all.size());
   for (const Item& item : all) {
-    keys.push_back(context.options.key_prefix + item.resource);
+    keys.push_back(keys::lock(context.options.key_prefix, item.resource));
     ttls.push_back(std::to_string(item.ttl.count()));
   }
   std::vector<std::string_view> argv;

@@ -4,42 +4,63 @@
 
 namespace redlock::scripts {
 
+// A PUBLISH that fails (an ACL user without the channel, see README) must not
+// fail the script after it deleted: pcall, and a refused one counts as heard
+// by nobody.
+#define REDLOCK_PUBLISH(var, channel, message)                   \
+  "local " var " = redis.pcall('publish', " channel ", " message \
+  ")\n"                                                          \
+  "if type(" var ") ~= 'number' then " var " = -1 end\n"
+
+// The queue scripts' loop: pops the queue's head until a PUBLISH of the key
+// on its wake channel is heard, and reserves the key for that one for
+// ARGV[ms_arg] ms; sets `woken` (a local declared before it) to 1 if it woke
+// one. Where the master refuses the PUBLISH, nothing is popped.
+#define REDLOCK_WAKE_HEAD(ms_arg) \
+  "while true do\n"                                                       \
+  "  local head = redis.call('zrange', KEYS[2], 0, 0)[1]\n"               \
+  "  if not head then break end\n" REDLOCK_PUBLISH("heard", "head", "KEYS[1]") \
+  "  if heard < 0 then break end\n"                                       \
+  "  redis.call('zrem', KEYS[2], head)\n"                                 \
+  "  if heard > 0 then\n"                                                 \
+  "    redis.call('set', KEYS[3], head, 'PX', ARGV[" ms_arg "])\n"       \
+  "    woken = 1\n"                                                       \
+  "    break\n"                                                           \
+  "  end\n"                                                               \
+  "end\n"
+
+// The unlock scripts' release message: `others` is how many other Clients
+// heard it (ARGV[4] is 1 when our own subscriber is among them).
+#define REDLOCK_PUBLISH_RELEASE                   \
+  REDLOCK_PUBLISH("others", "ARGV[2]", "ARGV[3]") \
+  "others = others - tonumber(ARGV[4])\n"         \
+  "if others < 0 then others = 0 end\n"
+
 const Script unlock{
     "unlock",
     "if redis.call('get', KEYS[1]) ~= ARGV[1] then return 0 end\n"
-    "redis.call('del', KEYS[1])\n"
-    "local others = redis.call('publish', ARGV[2], ARGV[3]) - tonumber(ARGV[4])\n"
-    "if others < 0 then others = 0 end\n"
-    "return 1 + others\n",
-    "8f8c6a4ff53cc821ea639c66d8cb03c207da6806",
+    "redis.call('del', KEYS[1])\n" REDLOCK_PUBLISH_RELEASE "return 1 + others\n",
+    "58b5d241a507a6f965a902c9df9818187b012623",
     0,
     std::numeric_limits<int>::max(),
 };
 
-// The queue scripts' loop: pops the queue's head until a PUBLISH of the key
-// on its wake channel is heard, and reserves the key for that one for
-// ARGV[ms_arg] ms; `woken` is 1 if it woke one, else 0.
-#define REDLOCK_WAKE_HEAD(ms_arg)                           \
-  "local woken = 0\n"                                       \
-  "while true do\n"                                         \
-  "  local head = redis.call('zrange', KEYS[2], 0, 0)[1]\n" \
-  "  if not head then break end\n"                          \
-  "  redis.call('zrem', KEYS[2], head)\n"                   \
-  "  if redis.call('publish', head, KEYS[1]) > 0 then\n"    \
-  "    redis.call('set', KEYS[3], head, 'PX', ARGV[" ms_arg \
-  "])\n"                                                    \
-  "    woken = 1\n"                                         \
-  "    break\n"                                             \
-  "  end\n"                                                 \
-  "end\n"
-
+// Where our value is not at the gate (the gate was down when the lock was
+// taken, or restarted empty) but the key is free there, the queue still hears
+// of the release. A reservation is never written over: the one it names was
+// woken and has not claimed yet.
 const Script unlock_and_wake{
     "unlock_and_wake",
-    "if redis.call('get', KEYS[1]) ~= ARGV[1] then return 0 end\n"
-    "redis.call('del', KEYS[1])\n"
-    "local others = redis.call('publish', ARGV[2], ARGV[3]) - tonumber(ARGV[4])\n"
-    "if others < 0 then others = 0 end\n" REDLOCK_WAKE_HEAD("5") "return 1 + others + woken\n",
-    "14502a3d2bbcefec24b805559f43bdbbc7c8945a",
+    "local woken = 0\n"
+    "local current = redis.call('get', KEYS[1])\n"
+    "if current ~= ARGV[1] then\n"
+    "  if current == false and redis.call('exists', KEYS[3]) == 0 then\n" REDLOCK_WAKE_HEAD("5") "  end\n"
+    "  return 0\n"
+    "end\n"
+    "redis.call('del', KEYS[1])\n" REDLOCK_PUBLISH_RELEASE
+    "if redis.call('exists', KEYS[3]) == 0 then\n" REDLOCK_WAKE_HEAD("5") "end\n"
+    "return 1 + others + woken\n",
+    "b93e732b6efda057eb5a16b976dedd956648dcfd",
     0,
     std::numeric_limits<int>::max(),
     3,
@@ -90,14 +111,17 @@ const Script wake_next{
     "if redis.call('exists', KEYS[1]) == 1 then return 0 end\n"
     "local reserved = redis.call('get', KEYS[3])\n"
     "if reserved and reserved ~= ARGV[2] then return 0 end\n"
-    "redis.call('del', KEYS[3])\n" REDLOCK_WAKE_HEAD("1") "return woken\n",
-    "5bf239388f1b41989f3141e3992ce501c76e8c21",
+    "redis.call('del', KEYS[3])\n"
+    "local woken = 0\n" REDLOCK_WAKE_HEAD("1") "return woken\n",
+    "4f52582c6275678d27a1e0b47e5eae4f55513cab",
     0,
     1,
     3,
 };
 
 #undef REDLOCK_WAKE_HEAD
+#undef REDLOCK_PUBLISH_RELEASE
+#undef REDLOCK_PUBLISH
 
 const Script extend{
     "extend",

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <utility>
 
+#include "keys.hpp"
 #include "quorum.hpp"
 #include "rendezvous.hpp"
 #include "scripts.hpp"
@@ -11,9 +12,6 @@
 namespace redlock {
 namespace {
 
-constexpr std::string_view channel_suffix = ":released";
-constexpr std::string_view queue_suffix = ":queue";
-constexpr std::string_view reservation_suffix = ":reserved";
 // How long after its last refused attempt a key counts as contended.
 constexpr std::uint64_t contended_ms = 1000;
 // Past this many remembered contended keys, those whose time passed are forgotten.
@@ -26,20 +24,6 @@ constexpr std::size_t yields_to_keep = 64;
 // turns, short enough that others do not long count it as a waiter (their
 // releases yield to listeners).
 constexpr std::uint64_t linger_ms = 100;
-
-std::string with_suffix(std::string_view key, std::string_view suffix) {
-  std::string named(key);
-  named += suffix;
-  return named;
-}
-
-// The key whose releases `channel` carries; empty if it is not one of ours.
-std::string key_of(std::string_view channel) {
-  if (channel.size() <= channel_suffix.size() ||
-      channel.substr(channel.size() - channel_suffix.size()) != channel_suffix)
-    return {};
-  return std::string(channel.substr(0, channel.size() - channel_suffix.size()));
-}
 
 }  // namespace
 
@@ -75,18 +59,6 @@ Waiters::Waiters(uv_loop_t* loop, const Options& options, std::shared_ptr<const 
 
 Waiters::~Waiters() = default;
 
-std::string Waiters::channel(std::string_view key) {
-  return with_suffix(key, channel_suffix);
-}
-
-std::string Waiters::queue_key(std::string_view key) {
-  return with_suffix(key, queue_suffix);
-}
-
-std::string Waiters::reservation_key(std::string_view key) {
-  return with_suffix(key, reservation_suffix);
-}
-
 std::string Waiters::partial_release(std::string_view value) {
   std::string message(1, partial_mark);
   message += value;
@@ -117,7 +89,7 @@ void Waiters::leave(const std::string& key, Waiter& waiter) {
   }
   // Out of the queue, or the wake meant for the next one is swallowed here.
   if (const Master* gate = it->second.queued_at) {
-    masters_[gate->index()]->send(Command::plain({"ZREM", queue_key(key), wake_channel_}), {});
+    masters_[gate->index()]->send(Command::plain({"ZREM", keys::queue(key), wake_channel_}), {});
   }
   lines_.erase(it);
   idle(key);
@@ -247,7 +219,7 @@ void Waiters::subscribe(const std::string& key) {
     open_subscribers();  // they subscribe to every key once connected
     return;
   }
-  auto command = Command::plain({"SUBSCRIBE", channel(key)});
+  auto command = Command::plain({"SUBSCRIBE", keys::release_channel(key)});
   for (auto& s : subscribers_) {
     if (s->state() == Master::State::ready && carries(key, *s)) s->send(command, confirmations_);
   }
@@ -274,7 +246,7 @@ void Waiters::unsubscribe_idle() {
     if (idle_since == 0) {
       ++it;
     } else if (now - idle_since >= linger_ms) {
-      auto command = Command::plain({"UNSUBSCRIBE", channel(it->first)});
+      auto command = Command::plain({"UNSUBSCRIBE", keys::release_channel(it->first)});
       for (auto& s : subscribers_) {
         if (s->state() == Master::State::ready && carries(it->first, *s)) s->send(command, {});
       }
@@ -307,7 +279,7 @@ void Waiters::resubscribe(Master& subscriber) {
   }
   for (const auto& entry : subscribed_) {
     if (carries(entry.first, subscriber))
-      subscriber.send(Command::plain({"SUBSCRIBE", channel(entry.first)}), confirmations_);
+      subscriber.send(Command::plain({"SUBSCRIBE", keys::release_channel(entry.first)}), confirmations_);
   }
 }
 
@@ -340,7 +312,7 @@ Master* Waiters::gate(const std::string& key) const {
 }
 
 void Waiters::on_subscribed(std::string_view channel) {
-  std::string key = key_of(channel);
+  std::string key = keys::lock_of_channel(channel);
   auto sub = subscribed_.find(key);
   if (sub == subscribed_.end() || std::exchange(sub->second.confirmed, true)) return;
   // Queued meanwhile: the queue wakes it for any release from now on.
@@ -353,7 +325,7 @@ void Waiters::on_message(const Master& subscriber, std::string_view channel, std
     on_wake(subscriber, std::string(message));
     return;
   }
-  std::string key = key_of(channel);
+  std::string key = keys::lock_of_channel(channel);
   if (key.empty()) return;
   // Another owner unlocked it after us: the others had their turn.
   auto yield = yields_.find(key);
@@ -371,7 +343,7 @@ void Waiters::on_wake(const Master& subscriber, const std::string& key) {
     auto reservation = std::to_string(options_.command_timeout.count());
     masters_[subscriber.index()]->send(
         Command::script(scripts::wake_next,
-                        {key, queue_key(key), reservation_key(key), reservation, wake_channel_}),
+                        {key, keys::queue(key), keys::reservation(key), reservation, wake_channel_}),
         {});
     return;
   }

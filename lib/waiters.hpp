@@ -102,12 +102,6 @@ class Waiters {
   /// uv_now() milliseconds before which this Client should not try `key`.
   std::uint64_t yield_until(const std::string& key) const;
 
-  /// The channel on which releases of `key` are published.
-  static std::string channel(std::string_view key);
-  /// The key of the queue of Clients waiting for `key` (on its gate master).
-  static std::string queue_key(std::string_view key);
-  /// The key that reserves `key` for the head of its queue just woken.
-  static std::string reservation_key(std::string_view key);
   /// The message an unlock publishes is the value it deleted. A failed
   /// attempt's clean-up marks it: its keys were a minority, so a waiter
   /// refused by a majority (a holder) need not wake for it.

@@ -24,11 +24,11 @@ TEST_CASE("the blocking facade takes and releases a lock", "[blocking]") {
   Redlock redlock(masters.options());
   Result<Lock> a = redlock.try_lock("report", 10s);
   REQUIRE(a);
-  CHECK(eventually([&] { return masters[0].get("report") == a->value; }));
+  CHECK(eventually([&] { return masters[0].get("{report}") == a->value; }));
   CHECK(redlock.try_lock("report", 10s).error() == errc::not_acquired);
   Result<Lock> e = redlock.extend(*a, 20s);
   REQUIRE(e);
-  CHECK(eventually([&] { return masters[1].pttl("report") > 15000; }));
+  CHECK(eventually([&] { return masters[1].pttl("{report}") > 15000; }));
   Result<Lock> c = redlock.continue_lock(*e, 20s);
   REQUIRE(c);
   CHECK(c->continued);
@@ -80,12 +80,12 @@ TEST_CASE("LockGuard unlocks when it goes out of scope", "[blocking]") {
     REQUIRE(lock);
     LockGuard guard(redlock, *lock);
     value = guard.lock().value;
-    CHECK(eventually([&] { return masters[0].get("guarded") == value; }));
+    CHECK(eventually([&] { return masters[0].get("{guarded}") == value; }));
     CHECK_FALSE(guard.extend(20s));
     CHECK(guard.owns_lock());
-    CHECK(eventually([&] { return masters[0].pttl("guarded") > 15000; }));
+    CHECK(eventually([&] { return masters[0].pttl("{guarded}") > 15000; }));
   }
-  CHECK(eventually([&] { return !masters[0].get("guarded") && !masters[1].get("guarded"); }));
+  CHECK(eventually([&] { return !masters[0].get("{guarded}") && !masters[1].get("{guarded}"); }));
 
   SECTION("release() gives up ownership without unlocking") {
     Result<Lock> lock = redlock.try_lock("kept", 10s);
@@ -95,7 +95,7 @@ TEST_CASE("LockGuard unlocks when it goes out of scope", "[blocking]") {
       Lock kept = guard.release();
       CHECK(kept.value == lock->value);
     }
-    CHECK(eventually([&] { return masters[0].get("kept") == lock->value; }));
+    CHECK(eventually([&] { return masters[0].get("{kept}") == lock->value; }));
   }
 }
 

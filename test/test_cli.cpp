@@ -144,12 +144,12 @@ TEST_CASE("redlock run gives CMD the lock, passes its exit status through and re
   REQUIRE(validity != "none");
   CHECK(std::stol(validity) > 0);
   CHECK(std::stol(validity) <= 20000);
-  CHECK(held_nowhere(masters, "jobs"));
+  CHECK(held_nowhere(masters, "{jobs}"));
 
   SECTION("a CMD ended by a signal gives 128 + N, like a shell") {
     auto killed = run_command(command_line("run", masters, {"jobs", "--", "/bin/sh", "-c", "kill -USR1 $$"}));
     CHECK(killed.status == 128 + SIGUSR1);
-    CHECK(held_nowhere(masters, "jobs"));
+    CHECK(held_nowhere(masters, "{jobs}"));
   }
 }
 
@@ -194,14 +194,14 @@ TEST_CASE("two redlock run processes exclude each other", "[cli]") {
   REQUIRE(eventually([&] { return has_line(dir / "first"); }, 10s));
   std::string first_value = read_file(dir / "first");
   first_value.pop_back();
-  CHECK(holders(masters, "jobs", first_value) == 3);
+  CHECK(holders(masters, "{jobs}", first_value) == 3);
 
   // The second may enter only once the first CMD has written "out".
   Command second(command_line(
       "run", masters,
       {"jobs", "--", "/bin/sh", "-c", "test -e \"$0\" || exit 9; echo \"$REDLOCK_VALUE\" > \"$1\"",
        dir / "out", dir / "second"}));
-  REQUIRE(eventually([&] { return waiting_on(masters, "jobs"); }, 10s));
+  REQUIRE(eventually([&] { return waiting_on(masters, "{jobs}"); }, 10s));
   CHECK_FALSE(second.exited());
 
   { std::ofstream out(dir / "out"); }
@@ -212,7 +212,7 @@ TEST_CASE("two redlock run processes exclude each other", "[cli]") {
   std::string second_value = read_file(dir / "second");
   CHECK(second_value.size() == 33);
   CHECK(second_value != first_value + "\n");
-  CHECK(held_nowhere(masters, "jobs"));
+  CHECK(held_nowhere(masters, "{jobs}"));
 }
 
 TEST_CASE("-n and -w give the conflict status while another holds the lock", "[cli]") {
@@ -264,7 +264,7 @@ TEST_CASE("SIGINT, SIGTERM and SIGHUP reach CMD", "[cli]") {
   REQUIRE(eventually([&] { return has_line(dir / "ready"); }, 10s));
   run.signal(signum);
   CHECK(run.wait(10s) == 42);
-  CHECK(held_nowhere(masters, "jobs"));
+  CHECK(held_nowhere(masters, "{jobs}"));
 }
 
 TEST_CASE("a signal while waiting for the lock ends the wait", "[cli]") {
@@ -277,7 +277,7 @@ TEST_CASE("a signal while waiting for the lock ends the wait", "[cli]") {
   REQUIRE(eventually([&] { return has_line(dir / "ready"); }, 10s));
 
   Command waiter(command_line("run", masters, {"jobs", "--", "/bin/sh", "-c", "exit 0"}));
-  REQUIRE(eventually([&] { return waiting_on(masters, "jobs"); }, 10s));
+  REQUIRE(eventually([&] { return waiting_on(masters, "{jobs}"); }, 10s));
   waiter.signal(SIGTERM);
   CHECK(waiter.wait(10s) == 128 + SIGTERM);
   REQUIRE(release_reader(dir / "fifo"));
@@ -297,7 +297,7 @@ TEST_CASE("a CMD that cannot run gives 127 or 126 and releases the lock", "[cli]
     auto done = run_command(command_line("run", masters, {"jobs", "--", dir / "plain"}));
     CHECK(done.status == 126);
   }
-  CHECK(held_nowhere(masters, "jobs"));
+  CHECK(held_nowhere(masters, "{jobs}"));
 }
 
 TEST_CASE("a lock lost while CMD runs stops CMD and exits 75", "[cli]") {
@@ -374,8 +374,8 @@ TEST_CASE("acquire, extend and release hold a lock across commands", "[cli]") {
   REQUIRE(value.size() == 32);
   CHECK(lock["REDLOCK_TTL_MS"] == "10000");
   CHECK(std::stol(lock["REDLOCK_VALIDITY_MS"]) > 0);
-  CHECK(holders(masters, "jobs", value) == 3);
-  CHECK(masters[0].pttl("jobs") <= 10000);
+  CHECK(holders(masters, "{jobs}", value) == 3);
+  CHECK(masters[0].pttl("{jobs}") <= 10000);
 
   // Masters from REDLOCK_MASTERS this time.
   std::vector<std::string> env = {"REDLOCK_MASTERS=" + uri(masters, 0) + "," + uri(masters, 1) + "," +
@@ -386,18 +386,18 @@ TEST_CASE("acquire, extend and release hold a lock across commands", "[cli]") {
   auto extended = run_command({cli(), "extend", "jobs", value, "--ttl", "1m"}, env);
   CHECK(extended.status == 0);
   CHECK(assignments(extended.out)["REDLOCK_VALUE"] == value);
-  CHECK(masters[0].pttl("jobs") > 10000);
+  CHECK(masters[0].pttl("{jobs}") > 10000);
 
   auto released = run_command({cli(), "release", "jobs", value}, env);
   CHECK(released.status == 0);
-  CHECK(held_nowhere(masters, "jobs"));
+  CHECK(held_nowhere(masters, "{jobs}"));
 
   auto again = run_command({cli(), "release", "jobs", value}, env);
   CHECK(again.status == 1);
   CHECK_THAT(again.err, Catch::Contains("release 'jobs'"));
   auto late = run_command({cli(), "extend", "jobs", value, "--ttl", "1m"}, env);
   CHECK(late.status == 1);
-  CHECK(held_nowhere(masters, "jobs"));
+  CHECK(held_nowhere(masters, "{jobs}"));
 }
 
 TEST_CASE("status --json describes masters and resources", "[cli]") {

@@ -136,7 +136,7 @@ TEST_CASE("closing with an undecided acquisition releases what it may have taken
     Answer warm = try_lock(loop, client, "warm", 5s);
     REQUIRE_FALSE(warm.error);
     // Master 0 will say yes, master 1 no, master 2 nothing: the round cannot decide.
-    masters[1].set("stuck", "someone", 60s);
+    masters[1].set("{stuck}", "someone", 60s);
     masters[2].pause();
     std::error_code answer;
     bool answered = false;
@@ -144,13 +144,13 @@ TEST_CASE("closing with an undecided acquisition releases what it may have taken
       answer = e;
       answered = true;
     });
-    REQUIRE(loop.run_until([&] { return masters[0].get("stuck").has_value(); }, 5s));
+    REQUIRE(loop.run_until([&] { return masters[0].get("{stuck}").has_value(); }, 5s));
     client.close(nullptr);
     REQUIRE(loop.run_until([&] { return answered; }, 5s));
     CHECK(answer == errc::closed);
     // Without the release, our value would block "stuck" on master 0 for 60 s.
-    CHECK(eventually([&] { return !masters[0].get("stuck"); }));
-    CHECK(masters[1].get("stuck") == "someone");
+    CHECK(eventually([&] { return !masters[0].get("{stuck}"); }));
+    CHECK(masters[1].get("{stuck}") == "someone");
     masters[2].resume();
   }
   REQUIRE(loop.close());
@@ -163,7 +163,7 @@ TEST_CASE("an unlock issued just before close or destruction still reaches every
     auto client = std::make_unique<Client>(loop.get(), masters.options());
     Answer a = try_lock(loop, *client, "closing", 30s);
     REQUIRE_FALSE(a.error);
-    REQUIRE(held_everywhere(masters, "closing", a.lock.value));
+    REQUIRE(held_everywhere(masters, "{closing}", a.lock.value));
     std::error_code unlocked;
     bool answered = false;
     client->unlock(a.lock, [&](std::error_code e) {
@@ -178,7 +178,7 @@ TEST_CASE("an unlock issued just before close or destruction still reaches every
     }
     REQUIRE(loop.run_until([&] { return answered; }, 5s));
     CHECK(unlocked == errc::closed);          // the caller is not told how it went
-    CHECK(held_nowhere(masters, "closing"));  // but the masters got it
+    CHECK(held_nowhere(masters, "{closing}"));  // but the masters got it
   }
   REQUIRE(loop.close());
 }
@@ -190,7 +190,7 @@ TEST_CASE("close with an extend in flight leaves the caller's lock in place", "[
     Client client(loop.get(), masters.options());
     Answer a = try_lock(loop, client, "kept", 30s);
     REQUIRE_FALSE(a.error);
-    REQUIRE(held_everywhere(masters, "kept", a.lock.value));
+    REQUIRE(held_everywhere(masters, "{kept}", a.lock.value));
     bool answered = false;
     client.extend(a.lock, 30s, [&](std::error_code, Lock) { answered = true; });
     client.close(nullptr);
@@ -198,7 +198,7 @@ TEST_CASE("close with an extend in flight leaves the caller's lock in place", "[
     REQUIRE(a.lock.valid());
     // The caller still sees a valid lock; nothing deleted it under them.
     loop.run_until([] { return false; }, 50ms);
-    CHECK(holders(masters, "kept", a.lock.value) == 3);
+    CHECK(holders(masters, "{kept}", a.lock.value) == 3);
   }
   REQUIRE(loop.close());
 }
@@ -243,7 +243,7 @@ TEST_CASE("a loop kept busy past command_timeout costs no vote", "[client]") {
         busy();
       });
       CHECK_FALSE(u.error);
-      CHECK(held_nowhere(masters, "busy"));
+      CHECK(held_nowhere(masters, "{busy}"));
     }
   }
   REQUIRE(loop.close());

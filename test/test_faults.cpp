@@ -44,7 +44,7 @@ TEST_CASE("a killed minority does not stop the lock", "[faults]") {
     Answer a = lock(loop, client, "jobs", 5s);
     REQUIRE_FALSE(a.error);
     int held = 0;
-    for (std::size_t i : {0, 2, 4}) held += masters[i].get("jobs") == a.lock.value ? 1 : 0;
+    for (std::size_t i : {0, 2, 4}) held += masters[i].get("{jobs}") == a.lock.value ? 1 : 0;
     CHECK(held == 3);
     CHECK_FALSE(unlock(loop, client, a.lock));
   }
@@ -67,8 +67,8 @@ TEST_CASE("a killed majority gives unavailable within a bound from the options",
     CHECK(a.error == errc::unavailable);
     CHECK(took < worst_case(options) + scaled(100ms));
     // Nothing of ours is left on the survivors.
-    CHECK_FALSE(masters[3].get("jobs"));
-    CHECK_FALSE(masters[4].get("jobs"));
+    CHECK_FALSE(masters[3].get("{jobs}"));
+    CHECK_FALSE(masters[4].get("{jobs}"));
   }
   REQUIRE(loop.close());
 }
@@ -103,10 +103,10 @@ TEST_CASE("a paused master costs at most one command timeout when its vote is ne
     // has read master 2's handshake and SET replies before the pause: a
     // handshake still unanswered would end at connect_timeout and cut the
     // measured wait short (it did, 1 run in 20).
-    masters[0].set("warmup", "other", 10s);
+    masters[0].set("{warmup}", "other", 10s);
     Answer warm = try_lock(loop, client, "warmup", 1s);
     REQUIRE_FALSE(warm.error);
-    masters[1].set("needed", "other", 10s);  // one no: the paused master's vote decides
+    masters[1].set("{needed}", "other", 10s);  // one no: the paused master's vote decides
     masters[2].pause();
     auto started = steady::now();
     Answer a = try_lock(loop, client, "needed", 10s);
@@ -165,14 +165,14 @@ TEST_CASE("a release waits for a master that is down and reaches it when it come
     Client client(loop.get(), quick(masters.options()));
     Answer a = try_lock(loop, client, "comeback", 30s);
     REQUIRE_FALSE(a.error);
-    REQUIRE(held_everywhere(masters, "comeback", a.lock.value));
+    REQUIRE(held_everywhere(masters, "{comeback}", a.lock.value));
     masters[0].kill9();
     CHECK_FALSE(unlock(loop, client, a.lock));  // masters 1 and 2
     // Let several reconnects to master 0 fail before it comes back.
     loop.run_until([] { return false; }, 300ms);
     masters[0].restart(true);
-    REQUIRE(masters[0].get("comeback") == a.lock.value);
-    CHECK(loop.run_until([&] { return !masters[0].get("comeback"); }, 5s));
+    REQUIRE(masters[0].get("{comeback}") == a.lock.value);
+    CHECK(loop.run_until([&] { return !masters[0].get("{comeback}"); }, 5s));
   }
   REQUIRE(loop.close());
 }
@@ -194,7 +194,7 @@ TEST_CASE("an unlock issued while a paused master reconnects reaches it after it
     CHECK_FALSE(unlock(loop, client, a.lock));
     loop.run_until([] { return false; }, 1200ms);
     masters[0].resume();  // runs the late SET, then whatever reaches it after
-    CHECK(loop.run_until([&] { return !masters[0].get("late"); }, 5s));
+    CHECK(loop.run_until([&] { return !masters[0].get("{late}"); }, 5s));
   }
   REQUIRE(loop.close());
 }

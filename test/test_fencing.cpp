@@ -77,7 +77,7 @@ TEST_CASE("without fencing the token is 0 and no counter is written", "[fencing]
     Answer a = try_lock(loop, client, "plain", 5s);
     REQUIRE_FALSE(a.error);
     CHECK(a.lock.fencing_token == 0);
-    for (std::size_t i = 0; i < masters.size(); ++i) CHECK_FALSE(masters[i].get("plain:fencing"));
+    for (std::size_t i = 0; i < masters.size(); ++i) CHECK_FALSE(masters[i].get("{plain}:fencing"));
     CHECK_FALSE(unlock(loop, client, a.lock));
     client.close(nullptr);
   }
@@ -96,8 +96,8 @@ TEST_CASE("a fenced lock's token is on a majority's counter and extend keeps it"
     CHECK(a.lock.fencing_token > 0);
     int written = 0;
     for (std::size_t i = 0; i < masters.size(); ++i) {
-      written += counter(masters[i], "app:job") == a.lock.fencing_token ? 1 : 0;
-      CHECK(masters[i].pttl("app:job:fencing") == -1);  // the counter never expires
+      written += counter(masters[i], "app:{job}") == a.lock.fencing_token ? 1 : 0;
+      CHECK(masters[i].pttl("app:{job}:fencing") == -1);  // the counter never expires
     }
     CHECK(written >= 2);
 
@@ -131,7 +131,7 @@ TEST_CASE("tokens increase across 1,000 handoffs between 3 clients", "[fencing]"
     CHECK(h.inversions == 0);
     int written = 0;
     for (std::size_t i = 0; i < masters.size(); ++i)
-      written += counter(masters[i], "shared") == h.last ? 1 : 0;
+      written += counter(masters[i], "{shared}") == h.last ? 1 : 0;
     CHECK(written >= 2);
     for (auto& c : clients) c->close(nullptr);
   }
@@ -153,24 +153,24 @@ TEST_CASE("tokens keep increasing across a minority master killed and restarted 
     to_m2.blackhole();
     Answer a = try_lock(loop, client, "job", 5s);
     REQUIRE_FALSE(a.error);
-    CHECK(counter(masters[0], "job") == a.lock.fencing_token);
-    CHECK(counter(masters[1], "job") == a.lock.fencing_token);
-    CHECK(counter(masters[2], "job") == 0);
+    CHECK(counter(masters[0], "{job}") == a.lock.fencing_token);
+    CHECK(counter(masters[1], "{job}") == a.lock.fencing_token);
+    CHECK(counter(masters[2], "{job}") == 0);
     CHECK_FALSE(unlock(loop, client, a.lock));
 
     // Master 0 forgets it; the next majority is masters 0 and 2, so no master
     // that grants remembers the first token.
     masters[0].restart(false);
-    CHECK_FALSE(masters[0].get("job:fencing"));
+    CHECK_FALSE(masters[0].get("{job}:fencing"));
     to_m2.pass();
     to_m1.blackhole();
     Answer b =
         await_answer(loop, [&](Client::LockCallback cb) { client.lock("job", 5s, 10s, std::move(cb)); });
     REQUIRE_FALSE(b.error);
     CHECK(b.lock.fencing_token > a.lock.fencing_token);
-    CHECK(counter(masters[0], "job") == b.lock.fencing_token);
-    CHECK(counter(masters[2], "job") == b.lock.fencing_token);
-    CHECK(counter(masters[1], "job") == a.lock.fencing_token);
+    CHECK(counter(masters[0], "{job}") == b.lock.fencing_token);
+    CHECK(counter(masters[2], "{job}") == b.lock.fencing_token);
+    CHECK(counter(masters[1], "{job}") == a.lock.fencing_token);
     CHECK_FALSE(unlock(loop, client, b.lock));
     client.close(nullptr);
   }
@@ -194,9 +194,9 @@ TEST_CASE("an attempt whose second round reaches no majority yields no token", "
     for (int i = 0; i < 20 && !master1_up; ++i) {
       Answer warm = try_lock(loop, client, "warm-up", 5s);
       REQUIRE_FALSE(warm.error);
-      master1_up = loop.run_until([&] { return masters[1].get("warm-up") == warm.lock.value; }, 500ms);
+      master1_up = loop.run_until([&] { return masters[1].get("{warm-up}") == warm.lock.value; }, 500ms);
       CHECK_FALSE(unlock(loop, client, warm.lock));
-      REQUIRE(loop.run_until([&] { return !masters[1].get("warm-up"); }, 5s));
+      REQUIRE(loop.run_until([&] { return !masters[1].get("{warm-up}"); }, 5s));
     }
     REQUIRE(master1_up);
 
@@ -206,12 +206,12 @@ TEST_CASE("an attempt whose second round reaches no majority yields no token", "
     Answer a = try_lock(loop, client, "job", 5s);
     CHECK(a.error == errc::unavailable);
     CHECK(a.lock.fencing_token == 0);
-    std::uint64_t raised = counter(masters[0], "job");
+    std::uint64_t raised = counter(masters[0], "{job}");
     CHECK(raised > 0);  // the second round ran on master 0 alone
-    auto value = masters[1].get("job");
+    auto value = masters[1].get("{job}");
     REQUIRE(value);  // the first round did grant on master 1
-    CHECK(counter(masters[1], "job") == 0);
-    CHECK(eventually([&] { return !masters[0].get("job"); }));  // released where it could be
+    CHECK(counter(masters[1], "{job}") == 0);
+    CHECK(eventually([&] { return !masters[0].get("{job}"); }));  // released where it could be
 
     // Faults gone: the next grant's token is above everything written.
     to_m1.pass();
@@ -243,7 +243,7 @@ TEST_CASE("continue_lock keeps its token while held and gets a larger one after 
 
     // The lock runs out; another client holds it and lets it go.
     REQUIRE(loop.run_until([&] { return !kept.lock.valid(); }, 2s));
-    REQUIRE(held_nowhere(masters, "leader"));
+    REQUIRE(held_nowhere(masters, "{leader}"));
     Answer other = try_lock(loop, second, "leader", 5s);
     REQUIRE_FALSE(other.error);
     CHECK(other.lock.fencing_token > a.lock.fencing_token);
@@ -264,11 +264,11 @@ TEST_CASE("a counter that is not a number fails the vote before anything is writ
   Cluster masters(3);
   LoopFixture loop;
   {
-    for (std::size_t i = 0; i < masters.size(); ++i) masters[i].set("job:fencing", "not-a-number");
+    for (std::size_t i = 0; i < masters.size(); ++i) masters[i].set("{job}:fencing", "not-a-number");
     Client client(loop.get(), fenced(masters.options()));
     Answer a = try_lock(loop, client, "job", 5s);
     CHECK(a.error == errc::unavailable);
-    CHECK(held_nowhere(masters, "job"));
+    CHECK(held_nowhere(masters, "{job}"));
     client.close(nullptr);
   }
   REQUIRE(loop.close());

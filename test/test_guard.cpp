@@ -33,11 +33,11 @@ TEST_CASE("a kept LockGuard holds past its ttl and unlocks at scope exit", "[gua
     REQUIRE(eventually([&] { return guard.valid_until() > first + 1000ms; }, 3s));
     CHECK_FALSE(guard.lost());
     CHECK_FALSE(guard.error());
-    CHECK(holders(masters, "guarded", value) == 3);
+    CHECK(holders(masters, "{guarded}", value) == 3);
     CHECK(redlock.try_lock("guarded", 300ms).error() == errc::not_acquired);
     CHECK(lost == 0);
   }
-  CHECK(held_nowhere(masters, "guarded"));
+  CHECK(held_nowhere(masters, "{guarded}"));
 }
 
 TEST_CASE("extend on a kept LockGuard moves valid_until and the renewals to the new ttl", "[guard]") {
@@ -54,7 +54,7 @@ TEST_CASE("extend on a kept LockGuard moves valid_until and the renewals to the 
   // at the old ttl it would leave at most 300 ms on the masters.
   auto extended = guard.valid_until();
   REQUIRE(eventually([&] { return guard.valid_until() > extended; }, 4s));
-  for (std::size_t i = 0; i < masters.size(); ++i) CHECK(masters[i].pttl("stretched-guard") > 3000);
+  for (std::size_t i = 0; i < masters.size(); ++i) CHECK(masters[i].pttl("{stretched-guard}") > 3000);
   CHECK_FALSE(guard.lost());
 }
 
@@ -63,7 +63,7 @@ TEST_CASE("a kept LockGuard's loss is seen from other threads, and called back o
   Redlock redlock(masters.options());
   Result<Lock> lock = redlock.try_lock("taken", 600ms);
   REQUIRE(lock);
-  REQUIRE(held_everywhere(masters, "taken", lock->value));
+  REQUIRE(held_everywhere(masters, "{taken}", lock->value));
   std::atomic<int> calls{0};
   std::atomic<int> last{0};
   LockGuard guard(redlock, *lock, {100ms, 0ms}, [&](std::error_code e) {
@@ -85,15 +85,15 @@ TEST_CASE("a kept LockGuard's loss is seen from other threads, and called back o
     });
   }
   REQUIRE(eventually([&] { return reads > 100; }));
-  for (std::size_t m = 0; m < 2; ++m) masters[m].set("taken", "someone-else", 10s);
+  for (std::size_t m = 0; m < 2; ++m) masters[m].set("{taken}", "someone-else", 10s);
   REQUIRE(eventually([&] { return guard.lost(); }, 3s));
   stop = true;
   for (auto& t : readers) t.join();
   CHECK(guard.error() == errc::not_held);
   CHECK(eventually([&] { return calls == 1; }));
   CHECK(last == static_cast<int>(errc::not_held));
-  CHECK(gone_everywhere(masters, "taken", lock->value));
-  CHECK(masters[0].get("taken") == "someone-else");
+  CHECK(gone_everywhere(masters, "{taken}", lock->value));
+  CHECK(masters[0].get("{taken}") == "someone-else");
   CHECK(guard.unlock() == errc::not_held);
   CHECK(calls == 1);
 }
@@ -106,7 +106,7 @@ TEST_CASE("max_hold through a LockGuard: timeout, released", "[guard]") {
   LockGuard guard(redlock, *lock, {0ms, 400ms});
   REQUIRE(eventually([&] { return guard.lost(); }, 3s));
   CHECK(guard.error() == errc::timeout);
-  CHECK(held_nowhere(masters, "capped"));
+  CHECK(held_nowhere(masters, "{capped}"));
 }
 
 TEST_CASE("reentrant: the holding thread locks again at once, released at its last unlock",
@@ -129,12 +129,12 @@ TEST_CASE("reentrant: the holding thread locks again at once, released at its la
     REQUIRE(b);
     CHECK(b->value == a->value);
     CHECK(b->valid_until == a->valid_until);
-    CHECK(masters[0].pttl("nested") <= 10000);
+    CHECK(masters[0].pttl("{nested}") <= 10000);
     Result<Lock> c = redlock.lock("nested", 30s);  // reaches further: extended first
     REQUIRE(c);
     CHECK(c->value == a->value);
     CHECK(c->valid_until > a->valid_until + 15s);
-    CHECK(eventually([&] { return masters[0].pttl("nested") > 20000; }));
+    CHECK(eventually([&] { return masters[0].pttl("{nested}") > 20000; }));
     // Another thread, and another Redlock (as another process would), are refused.
     Result<Lock> other_thread = make_error_code(errc::closed);
     std::thread([&] { other_thread = redlock.try_lock("nested", 10s); }).join();
@@ -143,9 +143,9 @@ TEST_CASE("reentrant: the holding thread locks again at once, released at its la
     CHECK(elsewhere.try_lock("nested", 10s).error() == errc::not_acquired);
     CHECK_FALSE(redlock.unlock(*c));
     CHECK_FALSE(redlock.unlock(*b));
-    CHECK(holders(masters, "nested", a->value) == 3);
+    CHECK(holders(masters, "{nested}", a->value) == 3);
     CHECK_FALSE(redlock.unlock(*a));  // the last level
-    CHECK(held_nowhere(masters, "nested"));
+    CHECK(held_nowhere(masters, "{nested}"));
     CHECK(redlock.unlock(*a) == errc::not_held);
   }
 }
@@ -185,7 +185,7 @@ TEST_CASE("reentrant holds from several threads: one thread at a time, nested le
   CHECK(overlaps == 0);
   CHECK(errors == 0);
   CHECK(held == 40);
-  CHECK(held_nowhere(masters, "shared"));
+  CHECK(held_nowhere(masters, "{shared}"));
 }
 
 TEST_CASE("reentrant kept guards share one keep; the inner one's end changes nothing", "[guard][reentrant]") {
@@ -210,10 +210,10 @@ TEST_CASE("reentrant kept guards share one keep; the inner one's end changes not
     }
     auto after_inner = outer.valid_until();
     REQUIRE(eventually([&] { return outer.valid_until() > after_inner + 600ms; }, 3s));
-    CHECK(holders(masters, "kept-nested", a->value) == 3);
+    CHECK(holders(masters, "{kept-nested}", a->value) == 3);
     CHECK_FALSE(outer.lost());
   }
-  CHECK(held_nowhere(masters, "kept-nested"));
+  CHECK(held_nowhere(masters, "{kept-nested}"));
   CHECK(outer_lost == 0);
   CHECK(inner_lost == 0);
 }
@@ -231,7 +231,7 @@ TEST_CASE("extend on a kept LockGuard past its first ttl succeeds: the renewals 
   CHECK_FALSE(guard.lost());
   REQUIRE_FALSE(guard.extend(1000ms));
   CHECK(guard.valid_until() > steady::now() + 800ms);
-  CHECK(holders(masters, "guard-first-taken", lock->value) == 3);
+  CHECK(holders(masters, "{guard-first-taken}", lock->value) == 3);
   CHECK_FALSE(guard.lost());
   CHECK(lost == 0);
 }
@@ -252,12 +252,12 @@ TEST_CASE("reentrant: after a refused extend or continue_lock the thread's next 
   CHECK(refused.error() == errc::unavailable);
   for (std::size_t i = 1; i < 3; ++i) masters[i].resume();
   // The library deleted our value everywhere: the lock is free, and another owner takes it.
-  REQUIRE(gone_everywhere(masters, "reentered", held->value));
+  REQUIRE(gone_everywhere(masters, "{reentered}", held->value));
   Redlock other(masters.options());
   Result<Lock> taken = other.try_lock("reentered", 10s);
   REQUIRE(taken);
   // The dead Lock is not handed out again: the masters are asked, and refuse.
   Result<Lock> again = redlock.lock("reentered", 10s);
   CHECK(again.error() == errc::not_acquired);
-  CHECK(holders(masters, "reentered", taken->value) == 3);
+  CHECK(holders(masters, "{reentered}", taken->value) == 3);
 }

@@ -182,17 +182,17 @@ TEST_CASE("a reply of a type its command never gets is a failed vote, not a yes"
   {
     Client client(loop.get(), fake_and_two(fake, honest, said));
     if (!bad_set.empty()) {
-      honest[0].set("contested", "someone-else", 10s);
+      honest[0].set("{contested}", "someone-else", 10s);
       Answer a = try_lock(loop, client, "contested", 10s);
       CHECK(a.error == errc::not_acquired);  // one yes (honest[1]) of three
-      CHECK(honest[0].get("contested") == "someone-else");
+      CHECK(honest[0].get("{contested}") == "someone-else");
     } else {
       Answer a = try_lock(loop, client, "held", 10s);
       REQUIRE_FALSE(a.error);
       // The round may have decided before honest[0] ran its SET: wait for it,
       // or the DEL could come first.
-      REQUIRE(eventually([&] { return honest[0].get("held") == a.lock.value; }));
-      honest[0].command({"DEL", "held"});  // honest[0] now answers 0, honest[1] still 1
+      REQUIRE(eventually([&] { return honest[0].get("{held}") == a.lock.value; }));
+      honest[0].command({"DEL", "{held}"});  // honest[0] now answers 0, honest[1] still 1
       if (!bad_extend.empty()) {
         CHECK(extend(loop, client, a.lock, 10s).error == errc::not_held);
       } else {
@@ -262,7 +262,7 @@ TEST_CASE("bytes no command waits for, or more than any reply, drop the connecti
     Client client(loop.get(), options);
     // honest[1] says no, so the round waits for the fake's yes: once it is
     // answered, the fake's connection has nothing left to answer.
-    honest[1].set("warm", "someone-else", 30s);
+    honest[1].set("{warm}", "someone-else", 30s);
     REQUIRE_FALSE(try_lock(loop, client, "warm", 10s).error);
     REQUIRE(fake.connections_accepted() == 1);
     std::size_t before = heap_in_use();

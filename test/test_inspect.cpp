@@ -31,10 +31,10 @@ struct Answers {
 
 TEST_CASE("inspect reports each master and who holds each resource", "[inspect]") {
   Cluster masters(3);
-  masters[0].set("held", "ours", 30s);
-  masters[1].set("held", "ours", 20s);
-  masters[2].set("held", "theirs", 10s);
-  masters[2].set("minority", "alone", 10s);
+  masters[0].set("{held}", "ours", 30s);
+  masters[1].set("{held}", "ours", 20s);
+  masters[2].set("{held}", "theirs", 10s);
+  masters[2].set("{minority}", "alone", 10s);
   LoopFixture loop;
   {
     Inspector inspector(loop.get(), masters.options());

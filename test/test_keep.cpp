@@ -65,12 +65,12 @@ TEST_CASE("a kept lock outlives its ttl until unlock, and on_lost never runs", "
     client.keep(a.lock, {}, lost.callback());
     loop.run_until([] { return false; }, 1000ms);  // more than three ttls
     CHECK(lost.calls == std::vector<std::error_code>{});
-    CHECK(holders(masters, "kept", a.lock.value) == 3);
+    CHECK(holders(masters, "{kept}", a.lock.value) == 3);
     CHECK_FALSE(unlock(loop, client, a.lock));
-    CHECK(held_nowhere(masters, "kept"));
+    CHECK(held_nowhere(masters, "{kept}"));
     loop.run_until([] { return false; }, 300ms);  // renewals would be due
     CHECK(lost.calls == std::vector<std::error_code>{});
-    CHECK(held_nowhere(masters, "kept"));
+    CHECK(held_nowhere(masters, "{kept}"));
   }
   REQUIRE(loop.close());
 }
@@ -82,15 +82,15 @@ TEST_CASE("a refused renewal is reported once, as not_held", "[keep]") {
     Client client(loop.get(), masters.options());
     Answer a = try_lock(loop, client, "taken", 600ms);
     REQUIRE_FALSE(a.error);
-    REQUIRE(held_everywhere(masters, "taken", a.lock.value));
+    REQUIRE(held_everywhere(masters, "{taken}", a.lock.value));
     Lost lost;
     client.keep(a.lock, {100ms, 0ms}, lost.callback());
-    for (std::size_t i = 0; i < 2; ++i) masters[i].set("taken", "someone-else", 10s);
+    for (std::size_t i = 0; i < 2; ++i) masters[i].set("{taken}", "someone-else", 10s);
     REQUIRE(loop.run_until([&] { return !lost.calls.empty(); }, 2s));
     loop.run_until([] { return false; }, 300ms);
     REQUIRE(lost.calls.size() == 1);
     CHECK(lost.calls[0] == errc::not_held);
-    CHECK(gone_everywhere(masters, "taken", a.lock.value));
+    CHECK(gone_everywhere(masters, "{taken}", a.lock.value));
   }
   REQUIRE(loop.close());
 }
@@ -112,17 +112,17 @@ TEST_CASE("extending a kept lock moves its renewals to the new ttl; a refused ex
     // Renewing at the old ttl would leave at most 300 ms on the masters; the
     // period follows the ttl too (1 s), so wait for one renewal after it.
     REQUIRE(loop.run_until([&] { return renewals >= 2; }, 3000ms));
-    for (std::size_t i = 0; i < masters.size(); ++i) CHECK(masters[i].pttl("stretched") > 1500);
+    for (std::size_t i = 0; i < masters.size(); ++i) CHECK(masters[i].pttl("{stretched}") > 1500);
     CHECK(lost.calls.empty());
 
-    for (std::size_t i = 0; i < 2; ++i) masters[i].set("stretched", "someone-else", 10s);
+    for (std::size_t i = 0; i < 2; ++i) masters[i].set("{stretched}", "someone-else", 10s);
     Answer refused = extend(loop, client, longer.lock, 3000ms);
     CHECK(refused.error == errc::not_held);
     REQUIRE(loop.run_until([&] { return !lost.calls.empty(); }, 1000ms));
     loop.run_until([] { return false; }, 300ms);  // a second notice would come within this
     REQUIRE(lost.calls.size() == 1);
     CHECK(lost.calls[0] == errc::not_held);
-    CHECK(gone_everywhere(masters, "stretched", a.lock.value));
+    CHECK(gone_everywhere(masters, "{stretched}", a.lock.value));
   }
   REQUIRE(loop.close());
 }
@@ -142,7 +142,7 @@ TEST_CASE("a stalled loop learns first that the validity ran out: expired", "[ke
     loop.run_until([] { return false; }, 200ms);
     REQUIRE(lost.calls.size() == 1);
     CHECK(lost.calls[0] == errc::expired);
-    CHECK(held_nowhere(masters, "stalled"));
+    CHECK(held_nowhere(masters, "{stalled}"));
   }
   REQUIRE(loop.close());
 }
@@ -161,7 +161,7 @@ TEST_CASE("max_hold ends the hold with timeout and releases the lock", "[keep]")
     CHECK(lost.calls[0] == errc::timeout);
     CHECK(lost.at - started >= 490ms);
     CHECK(lost.at - started < 500ms + scaled(200ms));
-    CHECK(held_nowhere(masters, "capped"));
+    CHECK(held_nowhere(masters, "{capped}"));
     loop.run_until([] { return false; }, 200ms);
     CHECK(lost.calls.size() == 1);
   }
@@ -248,15 +248,15 @@ TEST_CASE("one batch answers per lock: a lock taken over is lost, the others go 
     }
     std::vector<Lost> lost(locks.size());
     for (std::size_t i = 0; i < locks.size(); ++i) client.keep(locks[i], {100ms, 0ms}, lost[i].callback());
-    for (std::size_t m = 0; m < 2; ++m) masters[m].set("batch:2", "someone-else", 10s);
+    for (std::size_t m = 0; m < 2; ++m) masters[m].set("{batch:2}", "someone-else", 10s);
     REQUIRE(loop.run_until([&] { return !lost[2].calls.empty(); }, 2s));
     loop.run_until([] { return false; }, 900ms);  // beyond the ttl of the others
     CHECK(lost[2].calls == std::vector<std::error_code>{make_error_code(errc::not_held)});
-    CHECK(gone_everywhere(masters, "batch:2", locks[2].value));
-    CHECK(masters[0].get("batch:2") == "someone-else");
+    CHECK(gone_everywhere(masters, "{batch:2}", locks[2].value));
+    CHECK(masters[0].get("{batch:2}") == "someone-else");
     for (std::size_t i : {0, 1, 3, 4}) {
       CHECK(lost[i].calls.empty());
-      CHECK(holders(masters, "batch:" + std::to_string(i), locks[i].value) == 3);
+      CHECK(holders(masters, "{batch:" + std::to_string(i) + "}", locks[i].value) == 3);
       CHECK_FALSE(unlock(loop, client, locks[i]));
     }
   }
@@ -290,9 +290,9 @@ TEST_CASE("renewals keep a 300 ms lock held for seconds while contenders get not
     CHECK(attempts > 20);
     CHECK(refused == attempts);
     CHECK(lost.calls == std::vector<std::error_code>{});
-    CHECK(holders(masters, "long", a.lock.value) == 3);
+    CHECK(holders(masters, "{long}", a.lock.value) == 3);
     CHECK_FALSE(unlock(loop, holder, a.lock));
-    CHECK(held_nowhere(masters, "long"));
+    CHECK(held_nowhere(masters, "{long}"));
     CHECK_FALSE(try_lock(loop, contender, "long", 300ms).error);
   }
   REQUIRE(loop.close());
@@ -315,8 +315,8 @@ TEST_CASE("renewals go on with a minority of masters killed", "[keep]") {
     loop.run_until([] { return false; }, 1500ms);  // five ttls
     CHECK(renewed - before >= 5);
     CHECK(lost.calls == std::vector<std::error_code>{});
-    CHECK(masters[0].get("minority") == a.lock.value);
-    CHECK(masters[1].get("minority") == a.lock.value);
+    CHECK(masters[0].get("{minority}") == a.lock.value);
+    CHECK(masters[1].get("{minority}") == a.lock.value);
     CHECK_FALSE(unlock(loop, client, a.lock));
   }
   REQUIRE(loop.close());
@@ -342,7 +342,7 @@ TEST_CASE("with a majority of masters killed, on_lost(unavailable) comes before 
     loop.run_until([] { return false; }, 300ms);
     CHECK(lost.calls.size() == 1);
     // Our value is deleted on the master still up.
-    CHECK(eventually([&] { return masters[2].get("majority") != a.lock.value; }));
+    CHECK(eventually([&] { return masters[2].get("{majority}") != a.lock.value; }));
   }
   REQUIRE(loop.close());
 }
@@ -486,12 +486,12 @@ TEST_CASE("a client SIGSTOPped past its validity reports expired first", "[keep]
   events += read_pipe(fds[0], 0ms);  // written before it stopped
   CHECK(events.find_first_not_of('r') == std::string::npos);
   std::this_thread::sleep_for(600ms);  // the pause itself: twice the ttl
-  CHECK(holders(masters, "paused", value) == 0);
+  CHECK(holders(masters, "{paused}", value) == 0);
   REQUIRE(kill(child, SIGCONT) == 0);
   std::string after = read_pipe(fds[0], 5s);
   REQUIRE_FALSE(after.empty());
   CHECK(after[0] == 'e');
-  CHECK(gone_everywhere(masters, "paused", value));
+  CHECK(gone_everywhere(masters, "{paused}", value));
   REQUIRE(waitpid(child, &status, 0) == child);
   reap.pid = -1;
   CHECK(WIFEXITED(status));
@@ -532,7 +532,7 @@ TEST_CASE(
     loop.run_until([] { return false; }, 50ms);  // anything still in flight answers
     CHECK(reported > steady::now() + 8000ms);
     // What the masters hold must cover what the hold reports.
-    for (std::size_t i = 0; i < masters.size(); ++i) CHECK(masters[i].pttl("racing") > 8000);
+    for (std::size_t i = 0; i < masters.size(); ++i) CHECK(masters[i].pttl("{racing}") > 8000);
     CHECK(lost.calls.empty());
     CHECK_FALSE(unlock(loop, client, a.lock));
   }
@@ -565,7 +565,7 @@ TEST_CASE("extending or continuing a kept lock with the Lock as first taken uses
     CHECK(continued.lock.fencing_token == a.lock.fencing_token);
     loop.run_until([] { return false; }, 100ms);
     CHECK(lost.calls.empty());
-    CHECK(holders(masters, "first-taken", a.lock.value) == 3);
+    CHECK(holders(masters, "{first-taken}", a.lock.value) == 3);
     CHECK_FALSE(unlock(loop, client, a.lock));
   }
   REQUIRE(loop.close());

@@ -42,7 +42,7 @@ TEST_CASE("a lock is taken, contended and released on N masters", "[lock]") {
 
     Answer a = try_lock(loop, first, "orders", 10s);
     REQUIRE_FALSE(a.error);
-    REQUIRE(held_everywhere(masters, "app:orders", a.lock.value));
+    REQUIRE(held_everywhere(masters, "app:{orders}", a.lock.value));
     CHECK(a.lock.resource == "orders");
     CHECK(a.lock.value.size() == 32);
     CHECK(a.lock.valid());
@@ -51,18 +51,18 @@ TEST_CASE("a lock is taken, contended and released on N masters", "[lock]") {
 
     for (int i = 0; i < n; ++i) {
       INFO("master " << i);
-      CHECK(masters[i].get("app:orders") == a.lock.value);
-      long long pttl = masters[i].pttl("app:orders");
+      CHECK(masters[i].get("app:{orders}") == a.lock.value);
+      long long pttl = masters[i].pttl("app:{orders}");
       CHECK(pttl > 9000);
       CHECK(pttl <= 10000);
     }
 
     Answer b = lock(loop, second, "orders", 10s);
     CHECK(b.error == errc::not_acquired);
-    CHECK(masters[0].get("app:orders") == a.lock.value);
+    CHECK(masters[0].get("app:{orders}") == a.lock.value);
 
     CHECK_FALSE(unlock(loop, first, a.lock));
-    CHECK(gone_everywhere(masters, "app:orders", a.lock.value));
+    CHECK(gone_everywhere(masters, "app:{orders}", a.lock.value));
 
     Answer c = try_lock(loop, second, "orders", 10s);
     REQUIRE_FALSE(c.error);
@@ -128,8 +128,8 @@ TEST_CASE("a lock that expired before its quorum answered is never returned", "[
     Client client(loop.get(), options);
     Answer a = lock(loop, client, "slow", 50ms);
     CHECK(a.error == errc::unavailable);
-    CHECK(gone_everywhere(masters, "slow", a.lock.value));
-    for (std::size_t i = 0; i < masters.size(); ++i) CHECK_FALSE(masters[i].get("slow"));
+    CHECK(gone_everywhere(masters, "{slow}", a.lock.value));
+    for (std::size_t i = 0; i < masters.size(); ++i) CHECK_FALSE(masters[i].get("{slow}"));
   }
   REQUIRE(loop.close());
 }
@@ -140,27 +140,27 @@ TEST_CASE("foreign values on a minority do not stop a quorum; on a majority they
   {
     Client client(loop.get(), fast(masters.options()));
     SECTION("two of five held by another owner: acquired on the other three") {
-      masters[0].set("res", "someone-else", 10s);
-      masters[1].set("res", "someone-else", 10s);
+      masters[0].set("{res}", "someone-else", 10s);
+      masters[1].set("{res}", "someone-else", 10s);
       Answer a = try_lock(loop, client, "res", 5s);
       REQUIRE_FALSE(a.error);
-      CHECK(eventually([&] { return holders(masters, "res", a.lock.value) == 3; }));
-      CHECK(masters[0].get("res") == "someone-else");
-      CHECK(masters[1].get("res") == "someone-else");
+      CHECK(eventually([&] { return holders(masters, "{res}", a.lock.value) == 3; }));
+      CHECK(masters[0].get("{res}") == "someone-else");
+      CHECK(masters[1].get("{res}") == "someone-else");
     }
     SECTION("three of five held by another owner: not acquired, and nothing of ours is left") {
-      masters[0].set("res", "someone-else", 10s);
-      masters[2].set("res", "someone-else", 10s);
-      masters[4].set("res", "someone-else", 10s);
+      masters[0].set("{res}", "someone-else", 10s);
+      masters[2].set("{res}", "someone-else", 10s);
+      masters[4].set("{res}", "someone-else", 10s);
       Answer a = lock(loop, client, "res", 5s);
       CHECK(a.error == errc::not_acquired);
-      CHECK(masters[0].get("res") == "someone-else");
-      CHECK(masters[2].get("res") == "someone-else");
-      CHECK(masters[4].get("res") == "someone-else");
+      CHECK(masters[0].get("{res}") == "someone-else");
+      CHECK(masters[2].get("{res}") == "someone-else");
+      CHECK(masters[4].get("{res}") == "someone-else");
       // Our value reached masters 1 and 3; the release must have removed it.
-      CHECK(eventually([&] { return !masters[1].get("res") && !masters[3].get("res"); }));
-      CHECK_FALSE(masters[1].get("res"));
-      CHECK_FALSE(masters[3].get("res"));
+      CHECK(eventually([&] { return !masters[1].get("{res}") && !masters[3].get("{res}"); }));
+      CHECK_FALSE(masters[1].get("{res}"));
+      CHECK_FALSE(masters[3].get("{res}"));
     }
   }
   REQUIRE(loop.close());
@@ -173,7 +173,7 @@ TEST_CASE("extend renews the ttl only where the value is ours", "[lock]") {
     Client client(loop.get(), fast(masters.options()));
     Answer a = try_lock(loop, client, "job", 2s);
     REQUIRE_FALSE(a.error);
-    REQUIRE(held_everywhere(masters, "job", a.lock.value));
+    REQUIRE(held_everywhere(masters, "{job}", a.lock.value));
 
     SECTION("held everywhere: every ttl grows") {
       Answer e = extend(loop, client, a.lock, 30s);
@@ -181,8 +181,8 @@ TEST_CASE("extend renews the ttl only where the value is ours", "[lock]") {
       CHECK(e.lock.value == a.lock.value);
       CHECK(e.lock.valid_until > a.lock.valid_until);
       CHECK(eventually([&] {
-        return masters[0].pttl("job") > 20000 && masters[1].pttl("job") > 20000 &&
-               masters[2].pttl("job") > 20000;
+        return masters[0].pttl("{job}") > 20000 && masters[1].pttl("{job}") > 20000 &&
+               masters[2].pttl("{job}") > 20000;
       }));
     }
     SECTION("a lock from a gapped continue_lock is continuous again once extended") {
@@ -193,27 +193,27 @@ TEST_CASE("extend renews the ttl only where the value is ours", "[lock]") {
       CHECK(e.lock.continued);
     }
     SECTION("vanished on one master: still a quorum, and the key is not re-created there") {
-      masters[1].command({"DEL", "job"});
+      masters[1].command({"DEL", "{job}"});
       Answer e = extend(loop, client, a.lock, 30s);
       REQUIRE_FALSE(e.error);
-      CHECK_FALSE(masters[1].get("job"));
+      CHECK_FALSE(masters[1].get("{job}"));
     }
     SECTION("vanished on two masters: not held, and our last copy is deleted") {
-      masters[0].command({"DEL", "job"});
-      masters[1].command({"DEL", "job"});
+      masters[0].command({"DEL", "{job}"});
+      masters[1].command({"DEL", "{job}"});
       Answer e = extend(loop, client, a.lock, 30s);
       CHECK(e.error == errc::not_held);
-      CHECK(gone_everywhere(masters, "job", a.lock.value));
-      CHECK_FALSE(masters[0].get("job"));
-      CHECK_FALSE(masters[1].get("job"));
+      CHECK(gone_everywhere(masters, "{job}", a.lock.value));
+      CHECK_FALSE(masters[0].get("{job}"));
+      CHECK_FALSE(masters[1].get("{job}"));
     }
     SECTION("taken over by another owner: not held, and their key is untouched") {
-      for (int i = 0; i < 3; ++i) masters[i].set("job", "thief", 10s);
+      for (int i = 0; i < 3; ++i) masters[i].set("{job}", "thief", 10s);
       Answer e = extend(loop, client, a.lock, 30s);
       CHECK(e.error == errc::not_held);
       for (int i = 0; i < 3; ++i) {
-        CHECK(masters[i].get("job") == "thief");
-        CHECK(masters[i].pttl("job") <= 10000);
+        CHECK(masters[i].get("{job}") == "thief");
+        CHECK(masters[i].pttl("{job}") <= 10000);
       }
     }
   }
@@ -227,13 +227,13 @@ TEST_CASE("extend of a lock whose validity has passed fails without a round", "[
     Client client(loop.get(), fast(masters.options()));
     Answer a = try_lock(loop, client, "late", 5s);
     REQUIRE_FALSE(a.error);
-    REQUIRE(held_everywhere(masters, "late", a.lock.value));
+    REQUIRE(held_everywhere(masters, "{late}", a.lock.value));
     Lock stale = a.lock;
     stale.valid_until = std::chrono::steady_clock::now() - 1ms;
     Answer e = extend(loop, client, stale, 5s);
     CHECK(e.error == errc::not_held);
     // The lock is lost: our value is deleted so that others need not wait.
-    CHECK(gone_everywhere(masters, "late", a.lock.value));
+    CHECK(gone_everywhere(masters, "{late}", a.lock.value));
   }
   REQUIRE(loop.close());
 }
@@ -245,7 +245,7 @@ TEST_CASE("continue_lock renews, re-sets where absent, and says whether ownershi
     Client client(loop.get(), fast(masters.options()));
     Answer a = try_lock(loop, client, "leader", 5s);
     REQUIRE_FALSE(a.error);
-    REQUIRE(held_everywhere(masters, "leader", a.lock.value));
+    REQUIRE(held_everywhere(masters, "{leader}", a.lock.value));
 
     SECTION("held: renewed, continuous") {
       Answer c = continue_lock(loop, client, a.lock, 20s);
@@ -253,31 +253,31 @@ TEST_CASE("continue_lock renews, re-sets where absent, and says whether ownershi
       CHECK(c.lock.continued);
       CHECK(c.lock.value == a.lock.value);
       CHECK(eventually([&] {
-        return masters[0].pttl("leader") > 15000 && masters[1].pttl("leader") > 15000 &&
-               masters[2].pttl("leader") > 15000;
+        return masters[0].pttl("{leader}") > 15000 && masters[1].pttl("{leader}") > 15000 &&
+               masters[2].pttl("{leader}") > 15000;
       }));
     }
     SECTION("vanished on one master: set again there, still continuous") {
-      masters[2].command({"DEL", "leader"});
+      masters[2].command({"DEL", "{leader}"});
       Answer c = continue_lock(loop, client, a.lock, 20s);
       REQUIRE_FALSE(c.error);
       CHECK(c.lock.continued);  // two of three renewed our existing value
-      CHECK(held_everywhere(masters, "leader", a.lock.value));
+      CHECK(held_everywhere(masters, "{leader}", a.lock.value));
     }
     SECTION("vanished on two masters: set again there, continuity not proved") {
-      masters[0].command({"DEL", "leader"});
-      masters[2].command({"DEL", "leader"});
+      masters[0].command({"DEL", "{leader}"});
+      masters[2].command({"DEL", "{leader}"});
       Answer c = continue_lock(loop, client, a.lock, 20s);
       REQUIRE_FALSE(c.error);
       // Only one master renewed our value: a majority re-created it, so
       // someone else may have held the lock in between.
       CHECK_FALSE(c.lock.continued);
-      CHECK(held_everywhere(masters, "leader", a.lock.value));
+      CHECK(held_everywhere(masters, "{leader}", a.lock.value));
     }
     SECTION("taken and released by another client in between: not continuous, though still valid") {
       // Our keys vanish (a stall past the masters' ttl, or a flush); a rival
       // takes the lock and releases it; our old Lock still looks valid here.
-      for (int i = 0; i < 3; ++i) masters[i].command({"DEL", "leader"});
+      for (int i = 0; i < 3; ++i) masters[i].command({"DEL", "{leader}"});
       Client rival(loop.get(), fast(masters.options()));
       Answer r = try_lock(loop, rival, "leader", 10s);
       REQUIRE_FALSE(r.error);
@@ -286,25 +286,25 @@ TEST_CASE("continue_lock renews, re-sets where absent, and says whether ownershi
       Answer c = continue_lock(loop, client, a.lock, 20s);
       REQUIRE_FALSE(c.error);
       CHECK_FALSE(c.lock.continued);
-      CHECK(held_everywhere(masters, "leader", a.lock.value));
+      CHECK(held_everywhere(masters, "{leader}", a.lock.value));
     }
     SECTION("expired everywhere: acquired afresh, not continuous") {
-      for (int i = 0; i < 3; ++i) masters[i].command({"DEL", "leader"});
+      for (int i = 0; i < 3; ++i) masters[i].command({"DEL", "{leader}"});
       Lock old = a.lock;
       old.valid_until = std::chrono::steady_clock::now() - 1s;
       Answer c = continue_lock(loop, client, old, 20s);
       REQUIRE_FALSE(c.error);
       CHECK_FALSE(c.lock.continued);
-      CHECK(held_everywhere(masters, "leader", a.lock.value));
+      CHECK(held_everywhere(masters, "{leader}", a.lock.value));
     }
     SECTION("another owner on a majority: not held, their keys untouched, ours deleted") {
-      masters[0].set("leader", "rival", 10s);
-      masters[1].set("leader", "rival", 10s);
+      masters[0].set("{leader}", "rival", 10s);
+      masters[1].set("{leader}", "rival", 10s);
       Answer c = continue_lock(loop, client, a.lock, 20s);
       CHECK(c.error == errc::not_held);
-      CHECK(masters[0].get("leader") == "rival");
-      CHECK(masters[1].get("leader") == "rival");
-      CHECK(gone_everywhere(masters, "leader", a.lock.value));
+      CHECK(masters[0].get("{leader}") == "rival");
+      CHECK(masters[1].get("{leader}") == "rival");
+      CHECK(gone_everywhere(masters, "{leader}", a.lock.value));
     }
   }
   REQUIRE(loop.close());
@@ -317,26 +317,26 @@ TEST_CASE("unlock never touches another owner's key", "[lock]") {
     Client client(loop.get(), fast(masters.options()));
     Answer a = try_lock(loop, client, "mine", 10s);
     REQUIRE_FALSE(a.error);
-    REQUIRE(held_everywhere(masters, "mine", a.lock.value));
+    REQUIRE(held_everywhere(masters, "{mine}", a.lock.value));
 
     SECTION("a forged value") {
       Lock forged = a.lock;
       forged.value = "0123456789abcdef0123456789abcdef";
       CHECK(unlock(loop, client, forged) == errc::not_held);
-      CHECK(holders(masters, "mine", a.lock.value) == 3);
+      CHECK(holders(masters, "{mine}", a.lock.value) == 3);
       Answer e = extend(loop, client, forged, 30s);
       CHECK(e.error == errc::not_held);
-      CHECK(holders(masters, "mine", a.lock.value) == 3);
-      for (int i = 0; i < 3; ++i) CHECK(masters[i].pttl("mine") <= 10000);
+      CHECK(holders(masters, "{mine}", a.lock.value) == 3);
+      for (int i = 0; i < 3; ++i) CHECK(masters[i].pttl("{mine}") <= 10000);
     }
     SECTION("a double unlock") {
       CHECK_FALSE(unlock(loop, client, a.lock));
       CHECK(unlock(loop, client, a.lock) == errc::not_held);
     }
     SECTION("an expired lock whose key another owner took") {
-      for (int i = 0; i < 3; ++i) masters[i].set("mine", "next-owner", 10s);
+      for (int i = 0; i < 3; ++i) masters[i].set("{mine}", "next-owner", 10s);
       CHECK(unlock(loop, client, a.lock) == errc::not_held);
-      for (int i = 0; i < 3; ++i) CHECK(masters[i].get("mine") == "next-owner");
+      for (int i = 0; i < 3; ++i) CHECK(masters[i].get("{mine}") == "next-owner");
     }
   }
   REQUIRE(loop.close());
@@ -387,10 +387,10 @@ TEST_CASE("unlock answers not_held only when a majority answered", "[lock]") {
     Client client(loop.get(), options);
     Answer a = try_lock(loop, client, "half-known", 30s);
     REQUIRE_FALSE(a.error);
-    REQUIRE(held_everywhere(masters, "half-known", a.lock.value));
+    REQUIRE(held_everywhere(masters, "{half-known}", a.lock.value));
     // Master 0 no longer holds it, master 1 is gone and master 2 (which
     // still holds our value) is slow to answer: one answer is not a majority.
-    masters[0].command({"DEL", "half-known"});
+    masters[0].command({"DEL", "{half-known}"});
     masters[1].kill9();
     masters[2].pause();
     std::error_code unlocked = unlock(loop, client, a.lock);

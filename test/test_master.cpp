@@ -187,7 +187,7 @@ TEST_CASE("AUTH with a password, and with an ACL user", "[master]") {
     Client client(loop.get(), options);
     Answer a = try_lock(loop, client, "guarded", 5s);
     REQUIRE_FALSE(a.error);
-    CHECK(server.get("guarded") == a.lock.value);
+    CHECK(server.get("{guarded}") == a.lock.value);
   }
   REQUIRE(loop.close());
 }
@@ -220,7 +220,7 @@ TEST_CASE("a wrong password means no vote, not a crash", "[master]") {
     options.diagnostics = [&](std::string_view line) { said.emplace_back(line); };
     Client client(loop.get(), options);
     CHECK(try_lock(loop, client, "guarded", 5s).error == errc::unavailable);
-    CHECK_FALSE(server.get("guarded"));
+    CHECK_FALSE(server.get("{guarded}"));
     // It keeps reconnecting (with backoff), and says why once, not each time.
     long long connections = stat(server, "total_connections_received");
     REQUIRE(
@@ -241,9 +241,9 @@ TEST_CASE("SELECT puts the lock in the configured database", "[master]") {
     Client client(loop.get(), options);
     Answer a = try_lock(loop, client, "in-db3", 5s);
     REQUIRE_FALSE(a.error);
-    CHECK_FALSE(server.get("in-db3"));
+    CHECK_FALSE(server.get("{in-db3}"));
     server.command({"SELECT", "3"});
-    CHECK(server.get("in-db3") == a.lock.value);
+    CHECK(server.get("{in-db3}") == a.lock.value);
     server.command({"SELECT", "0"});
   }
   REQUIRE(loop.close());
@@ -262,7 +262,7 @@ TEST_CASE("a master on a Unix socket", "[master]") {
     Client client(loop.get(), options);
     Answer a = try_lock(loop, client, "via-socket", 5s);
     REQUIRE_FALSE(a.error);
-    CHECK(server.get("via-socket") == a.lock.value);
+    CHECK(server.get("{via-socket}") == a.lock.value);
     CHECK_FALSE(unlock(loop, client, a.lock));
   }
   REQUIRE(loop.close());
@@ -278,7 +278,7 @@ TEST_CASE("a host name is resolved without blocking", "[master]") {
     Client client(loop.get(), options);
     Answer a = try_lock(loop, client, "by-name", 5s);
     REQUIRE_FALSE(a.error);
-    CHECK(server.get("by-name") == a.lock.value);
+    CHECK(server.get("{by-name}") == a.lock.value);
   }
   REQUIRE(loop.close());
 }
@@ -333,7 +333,7 @@ TEST_CASE("two endpoints that reach one server vote once", "[master]") {
     REQUIRE_FALSE(a.error);  // the server once, the other master once
     // Gone from the other master, our value remains on one server only. Its
     // two endpoints both answer yes to extend, but that is one vote of three.
-    other.command({"DEL", "dup"});
+    other.command({"DEL", "{dup}"});
     Answer e = extend(loop, client, a.lock, 5s);
     CHECK(e.error == errc::not_held);
   }

@@ -148,11 +148,11 @@ TEST_CASE("pass forwards commands and replies unchanged", "[proxy]") {
   CHECK(proxy.endpoint().port == proxy.port());
   {
     SyncClient client(proxy.port(), 1s);
-    CHECK(is_status(client.command({"SET", "greeting", "hello"}), "OK"));
-    std::optional<Reply> got = client.command({"GET", "greeting"});
+    CHECK(is_status(client.command({"SET", "{greeting}", "hello"}), "OK"));
+    std::optional<Reply> got = client.command({"GET", "{greeting}"});
     REQUIRE(got);
     CHECK(got->text == "hello");
-    CHECK(server.get("greeting") == "hello");
+    CHECK(server.get("{greeting}") == "hello");
     CHECK(proxy.connections() == 1);
     CHECK(proxy.requests_seen() == 2);
   }
@@ -194,13 +194,13 @@ TEST_CASE("blackhole swallows commands: the client times out, the server sees no
   proxy.blackhole();
 
   const auto t0 = steady::now();
-  CHECK_FALSE(client.command({"SET", "swallowed", "1"}));
+  CHECK_FALSE(client.command({"SET", "{swallowed}", "1"}));
   const auto waited = since(t0);
   CHECK(waited >= 250ms);
   CHECK(waited < scaled(2s));
   CHECK(proxy.requests_seen() == 2);
   CHECK(proxy.connections() == 1);  // left open, as a hung server would
-  CHECK(server.get("swallowed") == std::nullopt);
+  CHECK(server.get("{swallowed}") == std::nullopt);
 
   SyncClient fresh(proxy.port(), 300ms);
   CHECK_FALSE(fresh.command({"PING"}));
@@ -212,8 +212,8 @@ TEST_CASE("drop_replies runs the command on the server but the client gets no re
   FaultProxy proxy(server.port());
   proxy.drop_replies();
   SyncClient client(proxy.port(), 300ms);
-  CHECK_FALSE(client.command({"SET", "applied", "yes"}));
-  CHECK(eventually([&] { return server.get("applied") == std::optional<std::string>("yes"); }));
+  CHECK_FALSE(client.command({"SET", "{applied}", "yes"}));
+  CHECK(eventually([&] { return server.get("{applied}") == std::optional<std::string>("yes"); }));
 }
 
 TEST_CASE("error_reply answers each request with the error and forwards nothing", "[proxy]") {
@@ -222,10 +222,10 @@ TEST_CASE("error_reply answers each request with the error and forwards nothing"
   proxy.error_reply(loading);
   SyncClient client(proxy.port(), 1s);
 
-  CHECK(is_loading_error(client.command({"SET", "refused", "1"})));
+  CHECK(is_loading_error(client.command({"SET", "{refused}", "1"})));
 
   SECTION("one error per pipelined request") {
-    for (int i = 0; i < 3; ++i) client.append({"SET", "refused", std::to_string(i)});
+    for (int i = 0; i < 3; ++i) client.append({"SET", "{refused}", std::to_string(i)});
     for (int i = 0; i < 3; ++i) CHECK(is_loading_error(client.reply()));
     CHECK(proxy.requests_seen() == 4);
   }
@@ -238,7 +238,7 @@ TEST_CASE("error_reply answers each request with the error and forwards nothing"
     CHECK(is_loading_error(client.command({"PING"})));
     CHECK(proxy.requests_seen() == 3);
   }
-  CHECK(server.get("refused") == std::nullopt);
+  CHECK(server.get("{refused}") == std::nullopt);
   CHECK_THROWS_AS(proxy.error_reply("LOADING no dash"), std::invalid_argument);
   CHECK_THROWS_AS(proxy.error_reply("-ERR two\r\nlines"), std::invalid_argument);
 }
@@ -276,9 +276,9 @@ TEST_CASE("try_lock succeeds on two masters while the third answers LOADING", "[
 
   Result<Lock> lock = redlock.try_lock("report", 10s);
   REQUIRE(lock);
-  CHECK(masters[0].get("report") == lock->value);
-  CHECK(masters[1].get("report") == lock->value);
-  CHECK(masters[2].get("report") == std::nullopt);
+  CHECK(masters[0].get("{report}") == lock->value);
+  CHECK(masters[1].get("{report}") == lock->value);
+  CHECK(masters[2].get("{report}") == std::nullopt);
   // The round decided on the first two answers; the third master's handshake
   // may still be on its way to the proxy.
   CHECK(eventually([&] { return proxy.requests_seen() > 0; }));
@@ -317,6 +317,6 @@ TEST_CASE("try_lock gives unavailable within a bound when two of three masters a
     CHECK(lock.error() == errc::unavailable);
     CHECK(took < bound);
   }
-  CHECK(masters[1].get("report") == std::nullopt);
-  CHECK(masters[2].get("report") == std::nullopt);
+  CHECK(masters[1].get("{report}") == std::nullopt);
+  CHECK(masters[2].get("{report}") == std::nullopt);
 }

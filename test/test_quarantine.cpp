@@ -42,10 +42,10 @@ struct HolderOnTwo {
     value = a.lock.value;
     valid_until = a.lock.valid_until;
     // The round decided at two: wait for the third SET as well.
-    REQUIRE(held_everywhere(masters, "leader", value));
-    masters[2].command({"DEL", "leader"});
+    REQUIRE(held_everywhere(masters, "{leader}", value));
+    masters[2].command({"DEL", "{leader}"});
     masters[0].restart(false);
-    REQUIRE_FALSE(masters[0].get("leader"));
+    REQUIRE_FALSE(masters[0].get("{leader}"));
   }
 };
 
@@ -68,7 +68,7 @@ TEST_CASE("with restart quarantine, a master restarted empty does not vote until
     // Master 0 is quarantined, master 1 says no: one yes of three at most.
     Answer refused = try_lock(world.loop, contender, "leader", ttl);
     CHECK(refused.error);
-    CHECK(world.masters[1].get("leader") == world.value);
+    CHECK(world.masters[1].get("{leader}") == world.value);
     bool quarantine_reported = false;
     for (const auto& d : diagnostics)
       quarantine_reported |= d.find("restart quarantine") != std::string::npos;
@@ -115,7 +115,7 @@ TEST_CASE("without quarantine, a master restarted empty lets a second holder in 
     // two holders at once. This is why restart_quarantine exists.
     REQUIRE_FALSE(a.error);
     CHECK(a.lock.value != world.value);
-    CHECK(world.masters[1].get("leader") == world.value);
+    CHECK(world.masters[1].get("{leader}") == world.value);
   }
   REQUIRE(world.loop.close());
 }
@@ -147,7 +147,7 @@ TEST_CASE("a writable replica never votes", "[quarantine]") {
     options.retry_count = 0;
     std::vector<std::string> diagnostics;
     options.diagnostics = [&](std::string_view line) { diagnostics.emplace_back(line); };
-    masters[0].set("r", "someone", 10s);
+    masters[0].set("{r}", "someone", 10s);
     Client client(loop.get(), options);
     // Master 1 and the replica would make two yes votes of three, if the
     // replica counted.

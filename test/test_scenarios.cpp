@@ -61,7 +61,7 @@ TEST_CASE("a client paused while its replies arrive gets no lock, and nothing of
       *paused_for = 150ms;
     });
     CHECK(a.error == errc::unavailable);
-    CHECK(held_nowhere(masters, "paused"));
+    CHECK(held_nowhere(masters, "{paused}"));
   }
   REQUIRE(loop.close());
 }
@@ -85,7 +85,7 @@ TEST_CASE("a client paused past its validity cannot extend, and its unlock spare
     CHECK(extend(loop, sleeper, first.lock, 10s).error == errc::not_held);
     CHECK(test::unlock(loop, sleeper, first.lock) == errc::not_held);
     for (std::size_t i = 0; i < masters.size(); ++i) {
-      CHECK(eventually([&] { return masters[i].get("job") == second.lock.value; }));
+      CHECK(eventually([&] { return masters[i].get("{job}") == second.lock.value; }));
     }
   }
   REQUIRE(loop.close());
@@ -130,7 +130,7 @@ TEST_CASE("replies lost after the write leave no orphan key", "[scenario]") {
       world.proxies[0]->drop_replies();
       Answer a = test::try_lock(loop, client, "lost", 10s);
       REQUIRE_FALSE(a.error);
-      REQUIRE(eventually([&] { return world.masters[0].get("lost") == a.lock.value; }));
+      REQUIRE(eventually([&] { return world.masters[0].get("{lost}") == a.lock.value; }));
       CHECK_FALSE(test::unlock(loop, client, a.lock));
       CHECK(held_nowhere(world.masters, "lost"));
     }
@@ -159,7 +159,7 @@ TEST_CASE("error replies are failed votes: the others still form the quorum", "[
     world.proxies[2]->error_reply(error);
     Answer a = test::try_lock(loop, client, "r", 5s);
     REQUIRE_FALSE(a.error);
-    CHECK(world.masters[2].get("r") == std::nullopt);
+    CHECK(world.masters[2].get("{r}") == std::nullopt);
     CHECK_FALSE(test::unlock(loop, client, a.lock));
     SECTION("with a second master erroring, too few answer: unavailable") {
       world.proxies[1]->error_reply(error);
@@ -180,8 +180,8 @@ TEST_CASE("READONLY from a real replica and OOM from a full master are failed vo
   Cluster healthy(3);
   LoopFixture loop;
   {
-    REQUIRE_THAT(full.command({"SET", "probe", "x"}), Catch::StartsWith("OOM"));
-    REQUIRE_THAT(replica.command({"SET", "probe", "x"}), Catch::StartsWith("READONLY"));
+    REQUIRE_THAT(full.command({"SET", "{probe}", "x"}), Catch::StartsWith("OOM"));
+    REQUIRE_THAT(replica.command({"SET", "{probe}", "x"}), Catch::StartsWith("READONLY"));
     Options options;
     options.masters = {healthy[0].endpoint(), healthy[1].endpoint(), healthy[2].endpoint(),
                        replica.endpoint(), full.endpoint()};
@@ -189,8 +189,8 @@ TEST_CASE("READONLY from a real replica and OOM from a full master are failed vo
     Client client(loop.get(), options);
     Answer a = test::try_lock(loop, client, "r", 5s);
     REQUIRE_FALSE(a.error);  // three healthy masters of five
-    CHECK_FALSE(full.get("r"));
-    CHECK_FALSE(replica.get("r"));
+    CHECK_FALSE(full.get("{r}"));
+    CHECK_FALSE(replica.get("{r}"));
     healthy[0].kill9();
     // Two healthy masters are not a majority of five: the errors did not count.
     CHECK(test::try_lock(loop, client, "r2", 5s).error == errc::unavailable);
@@ -238,7 +238,7 @@ TEST_CASE("teardown with operations in flight, in every phase, is clean", "[scen
     auto client = std::make_unique<Client>(loop.get(), options);
     if (phase == 1) masters[1].pause();  // a master that never answers
     if (phase == 2)
-      masters[0].set("busy", "other", 10s), masters[1].set("busy", "other", 10s);  // retry timer
+      masters[0].set("{busy}", "other", 10s), masters[1].set("{busy}", "other", 10s);  // retry timer
     for (int i = 0; i < 4; ++i) {
       client->lock(phase == 2 ? "busy" : "r" + std::to_string(i), 5s,
                    [&](std::error_code e, Lock) { answers.push_back(e); });

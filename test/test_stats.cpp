@@ -288,7 +288,7 @@ TEST_CASE("kept locks: renewals, holds now, and losses by cause", "[stats][keep]
     client.keep(b.lock, {}, [&](std::error_code) { ++lost; });
     CHECK(client.stats().kept == 2);
     REQUIRE(loop.run_until([&] { return client.stats().renewals >= 4; }, 2s));
-    for (std::size_t i = 0; i < 2; ++i) masters[i].set("kept-2", "someone-else", 10s);
+    for (std::size_t i = 0; i < 2; ++i) masters[i].set("{kept-2}", "someone-else", 10s);
     REQUIRE(loop.run_until([&] { return lost == 1; }, 2s));
     Stats s = client.stats();
     CHECK(s.lost.not_held == 1);

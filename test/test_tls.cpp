@@ -85,14 +85,14 @@ TEST_CASE("lock, extend and unlock over TLS on three masters", "[tls]") {
     Client client(loop.get(), tls_options(masters, said));
     Answer a = try_lock(loop, client, "over-tls", 5s);
     REQUIRE_FALSE(a.error);
-    for (std::size_t i = 0; i < 3; ++i) CHECK(masters[i].get("over-tls") == a.lock.value);
+    for (std::size_t i = 0; i < 3; ++i) CHECK(masters[i].get("{over-tls}") == a.lock.value);
 
     Answer e = extend(loop, client, a.lock, 20s);
     REQUIRE_FALSE(e.error);
-    for (std::size_t i = 0; i < 3; ++i) CHECK(masters[i].pttl("over-tls") > 10000);
+    for (std::size_t i = 0; i < 3; ++i) CHECK(masters[i].pttl("{over-tls}") > 10000);
 
     CHECK_FALSE(unlock(loop, client, e.lock));
-    for (std::size_t i = 0; i < 3; ++i) CHECK_FALSE(masters[i].get("over-tls"));
+    for (std::size_t i = 0; i < 3; ++i) CHECK_FALSE(masters[i].get("{over-tls}"));
 
     REQUIRE(loop.run_until([&] { return client.stats().masters[2].state == MasterState::up; }, 2s));
     Stats s = client.stats();
@@ -121,12 +121,12 @@ TEST_CASE("mutual TLS: a master that asks for a client certificate takes ours an
     Client client(loop.get(), with_cert);
     Answer a = try_lock(loop, client, "mutual", 5s);
     REQUIRE_FALSE(a.error);
-    CHECK(masters[0].get("mutual") == a.lock.value);
+    CHECK(masters[0].get("{mutual}") == a.lock.value);
   }
   REQUIRE(loop.close());
 
   expect_refused(tls_options(masters, said), "certificate");
-  CHECK_FALSE(masters[0].get("refused"));
+  CHECK_FALSE(masters[0].get("{refused}"));
 }
 
 TEST_CASE("a certificate from a CA we do not trust is refused, and said", "[tls]") {
@@ -216,7 +216,7 @@ TEST_CASE("a waiter over TLS is woken by the release, not by retry_delay", "[tls
     });
     // The waiter is queued at the gate master, which needs its wake channel
     // subscribed there (over TLS too).
-    REQUIRE(loop.run_until([&] { return masters.queued_on("handoff", 1).size() == 1; }, 5s));
+    REQUIRE(loop.run_until([&] { return masters.queued_on("{handoff}", 1).size() == 1; }, 5s));
     REQUIRE(answer->calls == 0);
 
     auto released = std::chrono::steady_clock::now();
@@ -224,7 +224,7 @@ TEST_CASE("a waiter over TLS is woken by the release, not by retry_delay", "[tls
     REQUIRE(loop.run_until([&] { return answer->calls > 0; }, 5s));
     REQUIRE_FALSE(answer->error);
     CHECK(std::chrono::steady_clock::now() - released < 5s);  // retry_delay is 10 s
-    CHECK(masters[0].get("handoff") == answer->lock.value);
+    CHECK(masters[0].get("{handoff}") == answer->lock.value);
   }
   REQUIRE(loop.close());
 }
@@ -239,7 +239,7 @@ TEST_CASE("a TLS master killed and restarted: votes fail, then it reconnects and
     masters[2].kill9();
     Answer a = try_lock(loop, client, "with-two", 1s);
     REQUIRE_FALSE(a.error);  // two of three
-    CHECK(masters[0].get("with-two") == a.lock.value);
+    CHECK(masters[0].get("{with-two}") == a.lock.value);
     CHECK_FALSE(unlock(loop, client, a.lock));
 
     masters[2].restart(false);
@@ -248,7 +248,7 @@ TEST_CASE("a TLS master killed and restarted: votes fail, then it reconnects and
     Answer b = try_lock(loop, client, "with-three", 1s);
     REQUIRE_FALSE(b.error);
     // Every master got the write, also the one that came back.
-    REQUIRE(loop.run_until([&] { return masters[2].get("with-three") == b.lock.value; }, 2s));
+    REQUIRE(loop.run_until([&] { return masters[2].get("{with-three}") == b.lock.value; }, 2s));
   }
   REQUIRE(loop.close());
 }
@@ -274,7 +274,7 @@ TEST_CASE("the fault proxy in front of a TLS master: a delay costs the vote, the
     Answer a = await_answer(
         loop, [&](Client::LockCallback cb) { client.lock("delayed", 1s, 5s, std::move(cb)); }, 10s);
     REQUIRE_FALSE(a.error);
-    CHECK(masters[0].get("delayed") == a.lock.value);
+    CHECK(masters[0].get("{delayed}") == a.lock.value);
     CHECK(client.stats().masters[0].reconnects >= 1);
   }
   REQUIRE(loop.close());

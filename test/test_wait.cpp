@@ -70,7 +70,7 @@ TEST_CASE("a waiter takes the lock within a few milliseconds of its release, not
     REQUIRE(loop.run_until([&] { return waiter.done(); }, 5s));
     REQUIRE_FALSE(waiter.answer->error);
     CHECK(*waiter.answered_at - released < scaled(100ms));
-    CHECK(held_everywhere(masters, "handoff", waiter.answer->lock.value));
+    CHECK(held_everywhere(masters, "{handoff}", waiter.answer->lock.value));
   }
   REQUIRE(loop.close());
 }
@@ -122,7 +122,7 @@ TEST_CASE("a wait that runs out while others hold the lock answers timeout", "[w
       REQUIRE(loop.run_until([&] { return waiter.done(); }, 5s));
       CHECK(waiter.answer->error == errc::invalid_argument);
     }
-    CHECK(held_everywhere(masters, "busy", held.lock.value));  // nobody touched the holder's keys
+    CHECK(held_everywhere(masters, "{busy}", held.lock.value));  // nobody touched the holder's keys
   }
   REQUIRE(loop.close());
 }
@@ -209,7 +209,7 @@ TEST_CASE("the gate master restarted while a waiter is queued there: the next re
     REQUIRE_FALSE(held.error);
     Waiting waiter(waiter_client, "restart", 10s, 20s);
     std::vector<std::size_t> gate;
-    REQUIRE(loop.run_until([&] { return (gate = masters.queued_on("restart", 1)).size() == 1; }, 5s));
+    REQUIRE(loop.run_until([&] { return (gate = masters.queued_on("{restart}", 1)).size() == 1; }, 5s));
 
     // A new process: the queue and the holder's key there are gone, and so is
     // the waiter's subscriber connection, which comes back.
@@ -225,7 +225,7 @@ TEST_CASE("the gate master restarted while a waiter is queued there: the next re
     REQUIRE(loop.run_until([&] { return waiter.done(); }, 5s));
     REQUIRE_FALSE(waiter.answer->error);
     CHECK(*waiter.answered_at - released < scaled(200ms));
-    CHECK(held_everywhere(masters, "restart", waiter.answer->lock.value));
+    CHECK(held_everywhere(masters, "{restart}", waiter.answer->lock.value));
   }
   REQUIRE(loop.close());
 }
@@ -248,14 +248,14 @@ TEST_CASE("a key's releases are heard from a majority of the masters, the same o
     const Options options = masters.options();
     std::size_t gate = 0;
     for (std::size_t i = 1; i < options.masters.size(); ++i) {
-      if (rendezvous_rank("majority", options.masters[i]) >
-          rendezvous_rank("majority", options.masters[gate]))
+      if (rendezvous_rank("{majority}", options.masters[i]) >
+          rendezvous_rank("{majority}", options.masters[gate]))
         gate = i;
     }
-    masters[gate].command({"DEL", "majority"});
+    masters[gate].command({"DEL", "{majority}"});
     // One after the other, so that neither is refused at the gate by the
     // other's passing attempt (and queued there).
-    const std::string channel = "majority:released";
+    const std::string channel = "{majority}:released";
     Waiting a(first, "majority", 10s, 20s);
     REQUIRE(loop.run_until([&] { return masters.subscribed_on(channel, 1).size() == 3; }, 5s));
     let_it_try(loop);  // its attempts once subscribed, too
@@ -263,7 +263,7 @@ TEST_CASE("a key's releases are heard from a majority of the masters, the same o
     // Both Clients subscribe on the same three masters; the other two carry nothing.
     REQUIRE(loop.run_until([&] { return masters.subscribed_on(channel, 2).size() == 3; }, 5s));
     CHECK(masters.subscribed_on(channel, 0).size() == 2);
-    CHECK(masters.queued_on("majority", 0).size() == 5);
+    CHECK(masters.queued_on("{majority}", 0).size() == 5);
 
     auto released = steady::now();
     REQUIRE_FALSE(unlock(loop, holder, held.lock));
@@ -298,7 +298,7 @@ TEST_CASE("Clients waiting for one resource are woken one per release, in the or
     waiting.reserve(n);
     for (int i = 0; i < n; ++i) {
       waiting.push_back(std::make_unique<Waiting>(*clients[i], "fifo", 30s, 20s));
-      REQUIRE(loop.run_until([&] { return masters.queued_on("fifo", i + 1).size() == 1; }, 5s));
+      REQUIRE(loop.run_until([&] { return masters.queued_on("{fifo}", i + 1).size() == 1; }, 5s));
     }
     let_it_try(loop);  // the answers to the attempts that queued them arrive
 
@@ -324,7 +324,7 @@ TEST_CASE("Clients waiting for one resource are woken one per release, in the or
       released_lock = waiting[turn]->answer->lock;
     }
     REQUIRE_FALSE(unlock(loop, *releaser, released_lock));
-    CHECK(masters.queued_on("fifo", 0).size() == masters.size());
+    CHECK(masters.queued_on("{fifo}", 0).size() == masters.size());
   }
   REQUIRE(loop.close());
 }
@@ -342,7 +342,7 @@ TEST_CASE("after the gate alone said yes, a waiter's attempt asks each master on
       Answer held = try_lock(loop, holder, "past-gate", 30s);
       REQUIRE_FALSE(held.error);
       Waiting refused_first(client, "past-gate", 30s, 20s);
-      REQUIRE(loop.run_until([&] { return masters.queued_on("past-gate", 1).size() == 1; }, 5s));
+      REQUIRE(loop.run_until([&] { return masters.queued_on("{past-gate}", 1).size() == 1; }, 5s));
       REQUIRE_FALSE(unlock(loop, holder, held.lock));
       REQUIRE(loop.run_until([&] { return refused_first.done(); }, 5s));
       REQUIRE_FALSE(refused_first.answer->error);
@@ -355,7 +355,7 @@ TEST_CASE("after the gate alone said yes, a waiter's attempt asks each master on
       REQUIRE_FALSE(again.answer->error);
       let_it_try(loop);
       CHECK(votes_asked(client) - asked == static_cast<std::uint64_t>(n));
-      CHECK(holders(masters, "past-gate", again.answer->lock.value) == n);
+      CHECK(holders(masters, "{past-gate}", again.answer->lock.value) == n);
       REQUIRE_FALSE(unlock(loop, client, again.answer->lock));
     }
     REQUIRE(loop.close());
@@ -376,15 +376,15 @@ TEST_CASE(
 
     Waiting quitter(quitter_client, "pass", 30s, 300ms);
     std::vector<std::size_t> gate;
-    REQUIRE(loop.run_until([&] { return (gate = masters.queued_on("pass", 1)).size() == 1; }, 5s));
-    const std::vector<std::string> queue{"ZRANGE", "pass:queue", "0", "-1"};
+    REQUIRE(loop.run_until([&] { return (gate = masters.queued_on("{pass}", 1)).size() == 1; }, 5s));
+    const std::vector<std::string> queue{"ZRANGE", "{pass}:queue", "0", "-1"};
     const std::string quitter_channel = masters[gate[0]].command(queue);
     REQUIRE(loop.run_until([&] { return quitter.done(); }, 5s));
     CHECK(quitter.answer->error == errc::timeout);
-    REQUIRE(loop.run_until([&] { return masters.queued_on("pass", 0).size() == masters.size(); }, 5s));
+    REQUIRE(loop.run_until([&] { return masters.queued_on("{pass}", 0).size() == masters.size(); }, 5s));
 
     Waiting waiter(waiter_client, "pass", 30s, 20s);
-    REQUIRE(loop.run_until([&] { return masters.queued_on("pass", 1).size() == 1; }, 5s));
+    REQUIRE(loop.run_until([&] { return masters.queued_on("{pass}", 1).size() == 1; }, 5s));
     // As if the quitter's way out of the queue had been lost: it is back at
     // the head, alive and subscribed, and wants nothing.
     masters[gate[0]].command({"ZADD", "pass:queue", "0", quitter_channel});
@@ -418,7 +418,7 @@ TEST_CASE("close answers every waiter with closed and the loop closes clean", "[
     }
     REQUIRE(loop.run_until([&] { return answers.size() == 3; }, 5s));
     for (auto e : answers) CHECK(e == errc::closed);
-    CHECK(held_everywhere(masters, "closing", held.lock.value));
+    CHECK(held_everywhere(masters, "{closing}", held.lock.value));
     holder.close(nullptr);
   }
   REQUIRE(loop.close());
