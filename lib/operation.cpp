@@ -350,8 +350,13 @@ void Operation::fence(long long counter, TimePoint valid_until) {
   token_ = static_cast<std::uint64_t>(counter) + 1;
   std::string token = std::to_string(token_);
   in_flight_ = true;
+  // The counter forgets a day after its last fence round here, later for a
+  // longer ttl: by then this master's clock is past every token written to
+  // it (the README's clock assumption), and the clock floors the counter.
+  constexpr milliseconds forget_after = std::chrono::hours(24);
+  std::string forget = std::to_string(std::max(ttl_, forget_after).count());
   round_ = Round::start(
-      context_.masters, Command::script(scripts::fence, {key_, counter_key_, lock_.value, token}),
+      context_.masters, Command::script(scripts::fence, {key_, counter_key_, lock_.value, token, forget}),
       context_.clock.now(), [this, valid_until](const Outcome& o) { on_fenced(o, valid_until); });
 }
 

@@ -219,9 +219,13 @@ const Script fence{
     "if redis.call('get', KEYS[1]) ~= ARGV[1] then return 0 end\n"
     "local counter = tonumber(redis.call('get', KEYS[2]) or '0')\n"
     "if not counter then return redis.error_reply('ERR fencing counter is not a number') end\n"
-    "if counter < tonumber(ARGV[2]) then redis.call('set', KEYS[2], ARGV[2]) end\n"
+    "if counter < tonumber(ARGV[2]) then\n"
+    "  redis.call('set', KEYS[2], ARGV[2], 'PX', ARGV[3])\n"
+    "elseif redis.call('pttl', KEYS[2]) < tonumber(ARGV[3]) then\n"
+    "  redis.call('pexpire', KEYS[2], ARGV[3])\n"
+    "end\n"
     "return 1\n",
-    "70db98a8d705be5ba299d2cbdfb20f9fbe6c6aec",
+    "a216720e2bf5d1d209848b91e506d4fd1aba3108",
     0,
     1,
     2,

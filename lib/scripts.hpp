@@ -77,11 +77,13 @@ extern const Script continue_lock;
 /// elsewhere; never creates a key. (min_result and max_result do not apply.)
 extern const Script renew;
 
-// Fencing (Options::fencing). The counter key of a resource has no expiry;
-// every script reads it as max(stored, the master's TIME in microseconds), so
-// a master restarted without its data still answers above the tokens it gave
-// while its clock is ahead of them. They refuse (an error reply, a failed
-// vote) a counter that is not a number, before writing anything.
+// Fencing (Options::fencing). Every script reads the counter key of a
+// resource as max(stored, the master's TIME in microseconds), so a master
+// whose counter expired, or that restarted without its data, still answers
+// above the tokens written to it while its clock is ahead of them. The
+// counter expires a while after the last fence round that reached it (see
+// fence). They refuse (an error reply, a failed vote) a counter that is not a
+// number, before writing anything.
 
 /// KEYS[1] key, KEYS[2] counter key, ARGV[1] value, ARGV[2] ttl in ms: the
 /// acquire script that also answers the counter: {1, counter} when it set the
@@ -94,8 +96,9 @@ extern const Script acquire_fenced;
 /// {2, counter} set, {0, 0} held by another value.
 extern const Script continue_fenced;
 
-/// KEYS[1] key, KEYS[2] counter key, ARGV[1] value, ARGV[2] token: where the
-/// key holds our value, raises the counter to the token (never lowers it) and
+/// KEYS[1] key, KEYS[2] counter key, ARGV[1] value, ARGV[2] token, ARGV[3]
+/// ms: where the key holds our value, raises the counter to the token (never
+/// lowers it), makes it expire no sooner than ARGV[3] ms from now, and
 /// returns 1; otherwise 0.
 extern const Script fence;
 

@@ -66,5 +66,7 @@ echo "model-check summary"
 check two-clients holds -DNC=2 -DATTEMPTS=1 -DFAULTS=1
 check no-second-round violated -DONE_ROUND -DNO_RESTART -DNC=2 -DATTEMPTS=2 -DFAULTS=1
 check no-clock-floor violated -DNO_FLOOR -DNC=2 -DATTEMPTS=1 -DFAULTS=1
+check counter-forgets holds -DFORGET -DNC=2 -DATTEMPTS=1 -DFAULTS=1
+check forgotten-counter-from-zero violated -DFORGET -DFORGET_TO_ZERO -DNO_RESTART -DNC=2 -DATTEMPTS=2 -DFAULTS=1
 echo "$passed passed, $failed failed"
 ((failed == 0))

@@ -96,8 +96,11 @@ TEST_CASE("a fenced lock's token is on a majority's counter and extend keeps it"
     CHECK(a.lock.fencing_token > 0);
     int written = 0;
     for (std::size_t i = 0; i < masters.size(); ++i) {
-      written += counter(masters[i], "app:{job}") == a.lock.fencing_token ? 1 : 0;
-      CHECK(masters[i].pttl("app:{job}:fencing") == -1);  // the counter never expires
+      if (counter(masters[i], "app:{job}") != a.lock.fencing_token) continue;  // a straggler
+      ++written;
+      // The counter forgets a day after its last fence round.
+      CHECK(masters[i].pttl("app:{job}:fencing") > 86'400'000 - 60'000);
+      CHECK(masters[i].pttl("app:{job}:fencing") <= 86'400'000);
     }
     CHECK(written >= 2);
 
@@ -270,6 +273,40 @@ TEST_CASE("a counter that is not a number fails the vote before anything is writ
     CHECK(a.error == errc::unavailable);
     CHECK(held_nowhere(masters, "{job}"));
     client.close(nullptr);
+  }
+  REQUIRE(loop.close());
+}
+
+// Hardening 2, item 5.
+TEST_CASE("fencing counters expire: a counter forgotten on every master still gives a larger token",
+          "[fencing]") {
+  Cluster masters(3);
+  LoopFixture loop;
+  {
+    Client client(loop.get(), fenced(masters.options()));
+    Answer a = lock(loop, client, "forgetful", 5s);
+    REQUIRE_FALSE(a.error);
+    CHECK_FALSE(unlock(loop, client, a.lock));
+    // What a released resource leaves on the masters: counters that expire.
+    for (std::size_t i = 0; i < masters.size(); ++i) {
+      long long left = masters[i].pttl("{forgetful}:fencing");
+      CHECK((left == -2 || left > 86'400'000 - 60'000));
+    }
+    // They expired (a day later): every master reads its clock instead.
+    for (std::size_t i = 0; i < masters.size(); ++i) masters[i].command({"DEL", "{forgetful}:fencing"});
+    Answer b = lock(loop, client, "forgetful", 5s);
+    REQUIRE_FALSE(b.error);
+    CHECK(b.lock.fencing_token > a.lock.fencing_token);
+    CHECK_FALSE(unlock(loop, client, b.lock));
+
+    // A ttl longer than a day keeps the counter at least that long.
+    Answer c = lock(loop, client, "forgetful", std::chrono::hours(48));
+    REQUIRE_FALSE(c.error);
+    int long_lived = 0;
+    for (std::size_t i = 0; i < masters.size(); ++i)
+      long_lived += masters[i].pttl("{forgetful}:fencing") > 48LL * 3'600'000 - 60'000 ? 1 : 0;
+    CHECK(long_lived >= 2);
+    CHECK_FALSE(unlock(loop, client, c.lock));
   }
   REQUIRE(loop.close());
 }

@@ -87,12 +87,15 @@ TEST_CASE("the fencing scripts take two keys and answer {result, counter}", "[ma
   CHECK(
       server.command({"EVAL", std::string(scripts::acquire_fenced.body), "2", "k", "k:fencing", "v", "1000"})
           .find("1 ") == 0);
-  CHECK(server.command({"EVAL", std::string(scripts::fence.body), "2", "k", "k:fencing", "v", "42"}) == "1");
+  CHECK(server.command(
+            {"EVAL", std::string(scripts::fence.body), "2", "k", "k:fencing", "v", "42", "86400000"}) == "1");
   CHECK(server.get("k:fencing") == "42");
-  CHECK(server.command({"EVAL", std::string(scripts::fence.body), "2", "k", "k:fencing", "v", "41"}) == "1");
-  CHECK(server.get("k:fencing") == "42");  // never lowered
-  CHECK(server.command({"EVAL", std::string(scripts::fence.body), "2", "k", "k:fencing", "other", "99"}) ==
-        "0");
+  CHECK(server.command(
+            {"EVAL", std::string(scripts::fence.body), "2", "k", "k:fencing", "v", "41", "86400000"}) == "1");
+  CHECK(server.get("k:fencing") == "42");                 // never lowered
+  CHECK(server.pttl("k:fencing") > 86'400'000 - 60'000);  // it forgets, a day later
+  CHECK(server.command({"EVAL", std::string(scripts::fence.body), "2", "k", "k:fencing", "other", "99",
+                        "86400000"}) == "0");
   CHECK(server.get("k:fencing") == "42");  // not ours: untouched
 }
 

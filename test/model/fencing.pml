@@ -18,7 +18,9 @@
  * request) or a reply lost after the command ran (both count as failed
  * votes), a lost release included; partial attempts (grants on a minority,
  * from faults or from contention); unlock, or letting the lock run out; one
- * master restarted without its data at any moment.
+ * master restarted without its data at any moment; with FORGET, one master's
+ * counter alone forgotten at any moment (it expires a day after its last
+ * write), its lock keys kept.
  *
  * Time is not a clock here but the order of events, which is all the
  * algorithm relies on:
@@ -32,7 +34,12 @@
  *   - its counter then reads at least every T computed before the restart:
  *     the README's clock assumption (the scripts floor the counter by the
  *     master's TIME in microseconds, and a token is never ahead of the
- *     fastest master clock).
+ *     fastest master clock);
+ *   - a counter that expired (FORGET) reads at least every T written to it:
+ *     it expires a day after the last fence round that reached it, and the
+ *     master's clock is then past every token computed up to that round
+ *     (clocks a day apart at most). Tokens computed later and never written
+ *     there may be larger: the model lets them be.
  * This allows more than the real timings do (keys of finished attempts may
  * vanish early), so a property that holds here holds there.
  *
@@ -46,6 +53,7 @@
  *              ("INCR on each master, take the max"); failed partial attempts
  *              make the counters diverge.
  *   NO_FLOOR   a restarted master's counter starts again from 0.
+ *   FORGET_TO_ZERO  with FORGET: the forgotten counter starts again from 0.
  * NO_RESTART leaves the restart out (the first variant needs none).
  */
 
@@ -70,6 +78,7 @@ bool qwait[NC];      /* that attempt was under way at the restart: the quarantin
 byte htok[NC];       /* the token of each client's hold, 0 when it holds nothing */
 byte ended_max;      /* the largest token of every hold that has ended */
 byte maxT;           /* ghost: the largest T computed so far */
+byte wmax[NM];       /* ghost: the largest T ever written to each master's counter */
 byte faults;         /* faults so far */
 
 #define client_of(v) ((v - 1) / ATTEMPTS)
@@ -170,6 +179,7 @@ proctype Client(byte c) {
                if
                :: fate != NEVER_RAN ->
                   ctr[m] = (ctr[m] > T -> ctr[m] : T);
+                  wmax[m] = (wmax[m] > T -> wmax[m] : T);
                   if
                   :: fate == ANSWERED && !quarantined[m] -> wrote++
                   :: else -> skip
@@ -252,6 +262,21 @@ active proctype Restart() {
     }
     m = 0;
     c = 0
+  }
+}
+#endif
+
+#ifdef FORGET
+active proctype Forget() {
+  byte m;
+  atomic {
+    select (m : 0 .. NM - 1);
+#ifdef FORGET_TO_ZERO
+    ctr[m] = 0;
+#else
+    ctr[m] = wmax[m];
+#endif
+    m = 0
   }
 }
 #endif
