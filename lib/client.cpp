@@ -13,6 +13,7 @@
 #include "client_access.hpp"
 #include "deferred.hpp"
 #include "keeper.hpp"
+#include "keys.hpp"
 #include "operation.hpp"
 #include "quorum.hpp"
 #include "renewal.hpp"
@@ -40,6 +41,7 @@ class Client::Impl final : public Context {
       config.command_timeout = this->options.command_timeout;
       config.restart_quarantine = this->options.restart_quarantine;
       config.diagnostics = this->options.diagnostics;
+      config.publish_probe = keys::probe_channel(this->options.key_prefix);
       if (config.endpoint.tls) config.tls = tls;
       masters.push_back(std::make_unique<Master>(loop, std::move(config), random_seed()));
     }

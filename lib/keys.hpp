@@ -53,6 +53,22 @@ inline std::string release_channel(std::string_view lock_key) {
   return helper(lock_key, "released");
 }
 
+/// A Client's own wake channel (`token`: hex digits), on which the head of a
+/// queue is woken. It starts "wake:" after the prefix; a release channel
+/// starts "{" there.
+inline std::string wake_channel(std::string_view key_prefix, std::string_view token) {
+  std::string channel(key_prefix);
+  channel += "wake:";
+  channel += token;
+  return channel;
+}
+
+/// A channel nobody listens on, under the same ACL pattern as the others
+/// (&key_prefix*): a PUBLISH there tells whether the master lets us publish.
+inline std::string probe_channel(std::string_view key_prefix) {
+  return wake_channel(key_prefix, "probe");
+}
+
 /// The lock key whose releases `channel` carries; empty if it is no release channel.
 inline std::string lock_of_channel(std::string_view channel) {
   constexpr std::string_view suffix = ":released";

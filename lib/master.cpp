@@ -155,6 +155,8 @@ constexpr std::size_t read_buffer_size = std::size_t{64} * 1024;
 constexpr std::size_t max_buffered_reply = std::size_t{1} << 20;
 // INFO's uptime above this (about 100 years) is not a real uptime.
 constexpr long long max_uptime_seconds = 100LL * 365 * 24 * 3600;
+// The oldest Redis whose scripts may call TIME and then write.
+constexpr int oldest_redis_major = 5;
 // An error reply is quoted up to this long in a diagnostics line.
 constexpr std::size_t max_error_said = 200;
 
@@ -168,7 +170,9 @@ std::string handshake_refusal(std::string_view step, const Reply& reply) {
   } else if (code == "NOAUTH") {
     hint = " (the server wants a password: give it in the URI, redis://:password@host)";
   } else if (code == "NOPERM") {
-    hint = " (the ACL user lacks a permission: it needs SET, EVAL/EVALSHA, SCRIPT, INFO, PUBLISH, SUBSCRIBE)";
+    hint =
+        " (the ACL user lacks a permission: it needs SET, EVAL/EVALSHA, SCRIPT, INFO, PUBLISH, SUBSCRIBE, "
+        "the keys ~<key_prefix>* and the channels &<key_prefix>*)";
   }
   return std::string(step) + " refused, it does not vote: " + reply.str.substr(0, max_error_said) + hint;
 }
@@ -494,6 +498,10 @@ void Master::start_handshake() {
     // for several sections at once needs Redis 7.
     append_command(bytes, {"INFO"});
     handshake_.push_back({Step::info});
+    if (!config_.publish_probe.empty()) {
+      append_command(bytes, {"PUBLISH", config_.publish_probe, ""});
+      handshake_.push_back({Step::publish_probe});
+    }
   }
   for (Pending& p : pending_) {
     assert(p.stage == Stage::queued);
@@ -608,6 +616,14 @@ void Master::read_now() {
 void Master::on_handshake_reply(const Reply& reply) {
   HandshakeStep step = handshake_.front();
   handshake_.pop_front();
+  if (step.step == Step::publish_probe && reply.is_error()) {
+    // Not a reason to refuse the vote: unlocks still delete, they just wake nobody.
+    warn("PUBLISH refused: " + reply.str.substr(0, max_error_said) +
+         " (unlocks cannot wake waiters, who fall back to retry_delay; give the ACL user the channels "
+         "&<key_prefix>*)");
+    if (handshake_.empty()) handshake_done();
+    return;
+  }
   if (reply.is_error()) {
     // Wrong password, unknown database, scripting disabled: this master cannot vote.
     std::string_view name = step.step == Step::auth     ? "AUTH"
@@ -628,7 +644,16 @@ void Master::on_handshake_reply(const Reply& reply) {
       break;
     case Step::info:
       expected = reply.type == Reply::Type::string;
-      if (expected) parse_info(reply.str);
+      if (expected) {
+        std::string unfit = parse_info(reply.str);
+        if (!unfit.empty()) {
+          refused(unfit);
+          return;
+        }
+      }
+      break;
+    case Step::publish_probe:
+      expected = reply.type == Reply::Type::integer;
       break;
   }
   if (!expected) {
@@ -737,7 +762,7 @@ MasterStats Master::stats() const {
   return s;
 }
 
-void Master::parse_info(const std::string& info) {
+std::string Master::parse_info(const std::string& info) {
   auto field = [&info](std::string_view name) -> std::string {
     std::string key = "\n" + std::string(name) + ":";
     auto at = ("\n" + info).find(key);
@@ -772,6 +797,17 @@ void Master::parse_info(const std::string& info) {
     warn("up for " + std::to_string(seconds) + " s: in restart quarantine, no vote until it has been up " +
          std::to_string(quarantine.count()) + " ms (+1 s)");
   }
+  // The scripts call TIME before they write, which Redis refuses before 5.0
+  // (from 5.0 on, scripts replicate their effects, not themselves).
+  std::string version = field("redis_version");
+  int major = 0;
+  auto [major_end, major_ec] = std::from_chars(version.data(), version.data() + version.size(), major);
+  if (major_ec == std::errc{} && major_end != version.data() && major < oldest_redis_major) {
+    return "redis_version is " + version +
+           ", older than 5.0, the oldest this library supports (its scripts call TIME before writing): it "
+           "does not vote";
+  }
+  return {};
 }
 
 void Master::warn(const std::string& message) const {

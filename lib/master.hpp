@@ -101,6 +101,9 @@ struct MasterConfig {
   // on_message (the channel). on_ready runs after every handshake, so the
   // owner can subscribe again after a reconnect.
   bool subscriber = false;
+  // A channel to PUBLISH to once per connection (empty: none), to say at
+  // connect when the ACL user may not publish our channels.
+  std::string publish_probe;
   std::function<void(std::string_view channel, std::string_view payload)> on_message;
   std::function<void(Master&)> on_ready;
 };
@@ -188,7 +191,7 @@ class Master {
     bool rerun = false;     // already re-sent with EVAL after NOSCRIPT
     bool vote = false;      // sent with a handler: its answer is a vote
   };
-  enum class Step { auth, select, load_script, info };
+  enum class Step { auth, select, load_script, info, publish_probe };
 
   bool connected() const { return state_ == State::handshaking || state_ == State::ready; }
   bool awaiting_reply() const;
@@ -216,7 +219,9 @@ class Master {
   void handshake_done();
   void on_command_reply(const Reply& reply);
   bool on_noscript(Pending& p);
-  void parse_info(const std::string& info);
+  /// Reads run_id, uptime, role and the rest; says what makes the master
+  /// unfit to vote (too old a Redis), or nothing.
+  std::string parse_info(const std::string& info);
   void warn(const std::string& message) const;
   void report(const std::string& cause, bool network);
   void recovered();

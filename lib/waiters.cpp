@@ -53,7 +53,7 @@ Waiters::Waiters(uv_loop_t* loop, const Options& options, std::shared_ptr<const 
       options_(options),
       tls_(std::move(tls)),
       masters_(masters),
-      wake_channel_(options.key_prefix + "wake:" + random_token()),
+      wake_channel_(keys::wake_channel(options.key_prefix, random_token())),
       confirmations_(std::make_shared<Confirmations>(*this)) {
 }
 

@@ -290,3 +290,64 @@ TEST_CASE("a bad argument says which one was wrong", "[diagnostics]") {
   }
   REQUIRE(loop.close());
 }
+
+// Hardening 2, item 6.
+TEST_CASE("an ACL user without channel rights: unlock still answers ok, and connect says PUBLISH refused",
+          "[diagnostics][acl]") {
+  RedisServer server;
+  // Redis 7 gives a new user no channels (acl-pubsub-default resetchannels).
+  server.command({"ACL", "SETUSER", "locker", "on", ">lockpw", "~*", "+@all", "resetchannels"});
+  LoopFixture loop;
+  Said said;
+  {
+    Options options;
+    options.masters = {server.endpoint()};
+    options.masters[0].username = "locker";
+    options.masters[0].password = "lockpw";
+    options.retry_delay = 50ms;
+    options.retry_jitter = 0ms;
+    options.diagnostics = said.sink();
+    Client holder(loop.get(), options);
+    Client waiter(loop.get(), options);
+    Answer a = try_lock(loop, holder, "restricted", 10s);
+    REQUIRE_FALSE(a.error);
+    // A waiter cannot be woken by a message: it falls back to retry_delay.
+    auto waited = std::make_shared<Answer>();
+    waiter.lock("restricted", 10s, 5s, [waited](std::error_code e, Lock l) {
+      ++waited->calls;
+      waited->error = e;
+      waited->lock = std::move(l);
+    });
+    loop.run_until([] { return false; }, 100ms);
+    CHECK_FALSE(unlock(loop, holder, a.lock));  // not unavailable: the DEL ran, the PUBLISH alone failed
+    REQUIRE(loop.run_until([&] { return waited->calls > 0; }, 5s));
+    CHECK_FALSE(waited->error);
+    CHECK(server.get("{restricted}") == waited->lock.value);
+    CHECK_FALSE(unlock(loop, waiter, waited->lock));
+    CHECK_FALSE(server.get("{restricted}"));
+    INFO(said.all());
+    CHECK(said.mentioning("PUBLISH refused") >= 1);
+    CHECK(said.mentioning("&<key_prefix>*") >= 1);
+  }
+  REQUIRE(loop.close());
+}
+
+// Reasoned in hardening 2: the scripts call TIME before writing, which Redis
+// refuses before 5.0. Debian ships no such Redis: a FakeMaster says the version.
+TEST_CASE("a master older than Redis 5.0 is refused at connect, and says why", "[diagnostics]") {
+  FakeMaster fake;
+  fake.set_info_field("redis_version", "4.0.14");
+  LoopFixture loop;
+  Said said;
+  {
+    Options options;
+    options.masters = {fake.endpoint()};
+    options.connect_timeout = 2s;
+    options.diagnostics = said.sink();
+    Client client(loop.get(), options);
+    CHECK(try_lock(loop, client, "old", 5s).error == errc::unavailable);
+    INFO(said.all());
+    CHECK(said.mentioning("redis_version is 4.0.14, older than 5.0") >= 1);
+  }
+  REQUIRE(loop.close());
+}

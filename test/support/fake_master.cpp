@@ -440,6 +440,7 @@ std::optional<std::string> FakeMaster::answer(const Argv& argv) {
 std::optional<std::string> FakeMaster::handshake(const Argv& argv) const {
   if (is_command(argv, "AUTH") || is_command(argv, "SELECT")) return resp::status("OK");
   if (is_command(argv, "PING")) return resp::status("PONG");
+  if (is_command(argv, "PUBLISH")) return resp::integer(0);
   if (is_command(argv, "INFO")) return resp::bulk(info());
   if (is_command(argv, "SCRIPT") && argv.size() == 3 && same_name(argv[1], "LOAD")) {
     for (const redlock::Script* s : scripts::all) {
