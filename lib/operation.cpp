@@ -10,6 +10,13 @@
 #include "token.hpp"
 
 namespace redlock {
+namespace {
+
+// Refusals at the gate, with no release heard meanwhile, after which a
+// waiter's next attempt not started by a release asks every master.
+constexpr int stale_gate_refusals = 2;
+
+}  // namespace
 
 Context::Context(uv_loop_t* l, Options o)
     : loop(l),
@@ -72,11 +79,17 @@ std::shared_ptr<const Command> Operation::unlock_command(std::string_view value,
 std::shared_ptr<const Command> Operation::make_gate_command(const Master& gate) {
   std::string_view wake_channel = context_.waiters.wake_channel_at(gate);
   asked_to_queue_ = !wake_channel.empty();
+  // A living waiter asks the gate again within retry_delay + jitter (its
+  // fallback timer), which keeps the queue alive; one that died leaves a
+  // queue that expires soon after, not when its wait would have ended.
   std::uint64_t wait_left = deadline_ - std::min(deadline_, uv_now(context_.loop));
+  auto next_ask =
+      static_cast<std::uint64_t>((context_.options.retry_delay + context_.options.retry_jitter).count());
   constexpr std::uint64_t queue_slack_ms = 1000;
-  return Command::script(scripts::acquire_or_queue, {key_, keys::queue(key_), keys::reservation(key_),
-                                                     lock_.value, std::to_string(ttl_.count()), wake_channel,
-                                                     std::to_string(wait_left + queue_slack_ms)});
+  return Command::script(
+      scripts::acquire_or_queue,
+      {key_, keys::queue(key_), keys::reservation(key_), lock_.value, std::to_string(ttl_.count()),
+       wake_channel, std::to_string(std::min(wait_left, next_ask) + queue_slack_ms)});
 }
 
 void Operation::wait_until(std::uint64_t deadline, bool answer_timeout) {
@@ -123,6 +136,7 @@ void Operation::wake(std::string_view message) {
   if (Waiters::released_value(message) == lock_.value) return;  // the clean-up of our own attempt
   if (Waiters::is_partial(message) && held_by_majority_) return;
   if (message == Waiters::queue_wake) reserved_ = true;
+  if (!message.empty()) gate_refusals_ = 0;  // the gate's holder may have let go
   if (in_flight_) {
     woken_ = true;  // the attempt in flight may fail before the release; try again then
     return;
@@ -180,7 +194,8 @@ void Operation::answer_waited(errc last) {
 void Operation::attempt() {
   // An attempt a release started is not one of lock()'s retries: its time
   // budget bounds those.
-  if (!std::exchange(by_release_, false)) --attempts_left_;
+  bool by_release = std::exchange(by_release_, false);
+  if (!by_release) --attempts_left_;
   in_flight_ = true;
   // Every attempt takes its own t0, before any byte of it is written.
   uv_update_time(context_.loop);
@@ -197,6 +212,14 @@ void Operation::attempt() {
   bool reserved = std::exchange(reserved_, false) && counter_key_.empty();
   claiming_ = reserved;
   if (waiting_ && std::exchange(tried_, true) && !reserved) {
+    // A gate that kept refusing with no release heard may hold a key nobody
+    // will release (an attempt's, written while the gate was away and run
+    // when it came back): then every master is asked, and the gate's no is
+    // one vote among them, not a veto.
+    if (!by_release && gate_refusals_ >= stale_gate_refusals) {
+      start_round(t0, false);
+      return;
+    }
     if (Master* g = context_.waiters.gate(key_)) {
       gate_ = g;
       round_ = Round::start_on(*g, make_gate_command(*g), t0, [this](const Outcome& o) { on_gate(o); });
@@ -216,6 +239,7 @@ void Operation::attempt() {
 void Operation::on_gate(const Outcome& outcome) {
   if (outcome.error == errc::not_acquired) {
     // Held at the gate: nothing of ours to release there.
+    ++gate_refusals_;
     in_flight_ = false;
     held_by_majority_ = false;
     note_queue(outcome);
@@ -223,6 +247,7 @@ void Operation::on_gate(const Outcome& outcome) {
     return;
   }
   passed_gate_ = outcome.reached;
+  if (passed_gate_) gate_refusals_ = 0;
   context_.waiters.unqueued(key_);
   // The gate's yes holds the key there for us: its vote counts as given, and
   // with N = 1 the gate step was the whole attempt. (With fencing the gate
@@ -240,7 +265,7 @@ void Operation::on_gate(const Outcome& outcome) {
   start_round(context_.clock.now());
 }
 
-void Operation::start_round(TimePoint t0) {
+void Operation::start_round(TimePoint t0, bool gate_veto) {
   auto decided = [this](const Outcome& o) { on_decided(o); };
   if (kind_ == Kind::unlock) {
     if (Master* g = context_.waiters.gate(key_)) {
@@ -259,7 +284,7 @@ void Operation::start_round(TimePoint t0) {
     // The head of the queue claiming its reservation needs no veto: the gate
     // refuses everyone else meanwhile.
     round_ = Round::start_gated(context_.masters, command_, *g, make_gate_command(*g), t0, std::move(decided),
-                                !claiming_);
+                                !claiming_ && gate_veto);
   } else {
     round_ = Round::start(context_.masters, command_, t0, std::move(decided));
   }

@@ -46,6 +46,16 @@ struct Waiting {
   bool done() const { return answer->calls > 0; }
 };
 
+// The gate master of `key` among `options.masters` (what Waiters::gate picks
+// when every master votes).
+std::size_t gate_of(const std::string& key, const Options& options) {
+  std::size_t gate = 0;
+  for (std::size_t i = 1; i < options.masters.size(); ++i) {
+    if (rendezvous_rank(key, options.masters[i]) > rendezvous_rank(key, options.masters[gate])) gate = i;
+  }
+  return gate;
+}
+
 // Lets the loop run so that a waiter's first attempt fails and it sleeps.
 void let_it_try(LoopFixture& loop) {
   loop.run_until([] { return false; }, 50ms);
@@ -245,13 +255,7 @@ TEST_CASE("a key's releases are heard from a majority of the masters, the same o
     // The holder's key is gone from the gate master (as if the holder had
     // taken the lock while it was away), so the gate lets the waiters through,
     // the majority refuses them, and they are not queued: they listen.
-    const Options options = masters.options();
-    std::size_t gate = 0;
-    for (std::size_t i = 1; i < options.masters.size(); ++i) {
-      if (rendezvous_rank("{majority}", options.masters[i]) >
-          rendezvous_rank("{majority}", options.masters[gate]))
-        gate = i;
-    }
+    std::size_t gate = gate_of("{majority}", masters.options());
     masters[gate].command({"DEL", "{majority}"});
     // One after the other, so that neither is refused at the gate by the
     // other's passing attempt (and queued there).
@@ -528,6 +532,86 @@ TEST_CASE("a Client that releases a resource another Client waits for lets the w
     // The waiter heard the release and went first (9 or 10 of 10 here; 2 to
     // 4 of 10 when the releaser does not yield).
     CHECK(taken_by_waiter >= 8);
+  }
+  REQUIRE(loop.close());
+}
+
+// Hardening 2, from the review of a SIGSTOPped gate: an attempt written to a
+// paused gate runs when it comes back, after its owner has gone, and leaves a
+// key nobody releases there. It must not turn every waiter away for its ttl.
+TEST_CASE("a key nobody will release at the gate turns waiters away for a few retry delays, not its ttl",
+          "[wait][hardening]") {
+  Cluster masters(3);
+  LoopFixture loop;
+  {
+    Options options = masters.options();
+    options.retry_delay = 100ms;
+    options.retry_jitter = 0ms;
+    Client holder(loop.get(), options);
+    Client waiter_client(loop.get(), options);
+    Answer held = try_lock(loop, holder, "orphaned", 10s);
+    REQUIRE_FALSE(held.error);
+    std::size_t gate = gate_of("{orphaned}", options);
+    masters[gate].set("{orphaned}", "orphan", 30s);  // the holder holds the other two
+    Waiting waiter(waiter_client, "orphaned", 10s, 8s);
+    REQUIRE(loop.run_until([&] { return masters.queued_on("{orphaned}", 1).size() == 1; }, 5s));
+    REQUIRE_FALSE(unlock(loop, holder, held.lock));
+    auto released = steady::now();
+    REQUIRE(loop.run_until([&] { return waiter.done(); }, 8s));
+    REQUIRE_FALSE(waiter.answer->error);
+    CHECK(*waiter.answered_at - released < 2s);
+    CHECK(holders(masters, "{orphaned}", waiter.answer->lock.value) == 2);
+    CHECK(masters[gate].get("{orphaned}") == "orphan");  // never written over
+    CHECK_FALSE(unlock(loop, waiter_client, waiter.answer->lock));
+  }
+  REQUIRE(loop.close());
+}
+
+// Hardening 2, reasoned: the holder's key is gone from the gate (the gate was
+// down when it was taken, or lost it), so its unlock finds nothing of its own
+// there; the queue must still be woken, not wait for retry_delay.
+TEST_CASE("a queued waiter is woken by an unlock whose key the gate no longer has", "[wait][hardening]") {
+  Cluster masters(3);
+  LoopFixture loop;
+  {
+    Client holder(loop.get(), masters.options());
+    Client waiter_client(loop.get(), slow_polling(masters.options()));
+    Answer held = try_lock(loop, holder, "gate-forgot", 30s);
+    REQUIRE_FALSE(held.error);
+    Waiting waiter(waiter_client, "gate-forgot", 10s, 8s);
+    std::vector<std::size_t> gate;
+    REQUIRE(loop.run_until([&] { return (gate = masters.queued_on("{gate-forgot}", 1)).size() == 1; }, 5s));
+    masters[gate[0]].command({"DEL", "{gate-forgot}"});
+    REQUIRE_FALSE(unlock(loop, holder, held.lock));
+    auto released = steady::now();
+    REQUIRE(loop.run_until([&] { return waiter.done(); }, 8s));
+    REQUIRE_FALSE(waiter.answer->error);
+    CHECK(*waiter.answered_at - released < 1s);  // retry_delay is 10 s
+    CHECK_FALSE(unlock(loop, waiter_client, waiter.answer->lock));
+  }
+  REQUIRE(loop.close());
+}
+
+// Hardening 2, reasoned: a waiter that died waiting "without end" leaves its
+// queue for a few retry delays, not for as long as it would have waited.
+TEST_CASE("a queue whose only waiter died expires within retry_delay + jitter + 1 s", "[wait][hardening]") {
+  Cluster masters(3);
+  LoopFixture loop;
+  {
+    Client holder(loop.get(), masters.options());
+    Answer held = try_lock(loop, holder, "deserted", 30s);
+    REQUIRE_FALSE(held.error);
+    std::vector<std::size_t> gate;
+    {
+      Client waiter_client(loop.get(), masters.options());
+      Waiting waiter(waiter_client, "deserted", 10s, std::chrono::hours(24 * 365));
+      REQUIRE(loop.run_until([&] { return (gate = masters.queued_on("{deserted}", 1)).size() == 1; }, 5s));
+      // It dies without leaving the queue: its process is gone, nothing says so.
+      long long left = masters[gate[0]].pttl("{deserted}:queue");
+      CHECK(left > 0);
+      CHECK(left <= 200 + 200 + 1000);  // retry_delay + retry_jitter + 1 s
+    }
+    CHECK_FALSE(unlock(loop, holder, held.lock));
   }
   REQUIRE(loop.close());
 }
