@@ -76,8 +76,8 @@ class Client::Impl final : public Context {
   /// `wait`: a lock() that waits that long (errc::timeout at the end); with
   /// `budget` instead, the retry-count form, which gives up after that long.
   void run(Operation::Kind kind, Lock lock, milliseconds ttl, int attempts, Operation::Callback cb,
-           std::optional<milliseconds> wait = std::nullopt,
-           std::optional<milliseconds> budget = std::nullopt) {
+           std::optional<milliseconds> wait = std::nullopt, std::optional<milliseconds> budget = std::nullopt,
+           bool counted = true) {
     if (!cb) cb = [](std::error_code, const Lock&) {};
     errc refused{};
     std::string wrong;
@@ -90,17 +90,22 @@ class Client::Impl final : public Context {
       if (!wrong.empty()) refused = errc::invalid_argument;
     }
     if (refused != errc{}) {
-      Operation::count(*this, kind, make_error_code(refused));
       // Which argument was wrong goes to the diagnostics, on the same later turn.
       std::function<void(std::string_view)> say;
       if (!wrong.empty() && options.diagnostics) say = options.diagnostics;
-      post([cb = std::move(cb), refused, say = std::move(say), wrong = std::move(wrong), kind] {
+      post([this, alive = alive(), called = std::chrono::steady_clock::now(), cb = std::move(cb), refused,
+            say = std::move(say), wrong = std::move(wrong), kind] {
+        if (!alive.expired())
+          Operation::count(*this, kind, make_error_code(refused),
+                           std::chrono::duration_cast<std::chrono::microseconds>(
+                               std::chrono::steady_clock::now() - called));
         if (say) say(std::string("invalid argument to ") + call_name(kind) + ": " + wrong);
         cb(make_error_code(refused), Lock{});
       });
       return;
     }
     auto op = std::make_shared<Operation>(*this, kind, std::move(lock), ttl, attempts, std::move(cb));
+    op->counted = counted;
     Operation& started = *op;
     std::uint64_t now = uv_now(loop);
     if (wait) started.wait_until(now + static_cast<std::uint64_t>(std::min(*wait, max_wait).count()), true);
@@ -122,6 +127,12 @@ class Client::Impl final : public Context {
       for (auto& op : operations) op->cancel();
       keeper.close();
       waiters.close();
+      // The masters' counters outlive their connections: counters only grow.
+      for (const auto& m : masters) {
+        closed_masters_.push_back(m->stats());
+        closed_masters_.back().state = MasterState::down;
+        closed_masters_.back().cause = "the client is closed";
+      }
       masters.clear();
     }
     if (cb) post(std::move(cb));
@@ -152,8 +163,12 @@ class Client::Impl final : public Context {
 
   Stats stats() const {
     Stats s;
-    s.masters.reserve(masters.size());
-    for (const auto& m : masters) s.masters.push_back(m->stats());
+    if (closed_) {
+      s.masters = closed_masters_;
+    } else {
+      s.masters.reserve(masters.size());
+      for (const auto& m : masters) s.masters.push_back(m->stats());
+    }
     s.acquire = calls.acquire;
     s.extend = calls.extend;
     s.continue_lock = calls.continue_lock;
@@ -228,7 +243,9 @@ class Client::Impl final : public Context {
                 },
                 [this](const Lock& l) {
                   lost(l);
-                  run(Operation::Kind::unlock, l, milliseconds{1}, 1, nullptr);
+                  // Not an unlock() call: Stats::unlock does not count it.
+                  run(Operation::Kind::unlock, l, milliseconds{1}, 1, nullptr, std::nullopt, std::nullopt,
+                      false);
                 },
                 [this](std::function<void()> fn) { post(std::move(fn)); },
                 [this] { return clock.now(); },
@@ -237,6 +254,7 @@ class Client::Impl final : public Context {
  private:
   Deferred::Ptr deferred_;
   std::function<void(const Lock&)> on_lost_;
+  std::vector<MasterStats> closed_masters_;  // the masters' last counters, after close()
   bool closed_ = false;
   bool closing_ = false;  // inside close()
 };

@@ -501,7 +501,7 @@ void Operation::finish(std::error_code error) {
                  alive = context_.alive()]() mutable {
     if (self && !alive.expired()) {
       if (!error) error = self->check_on_arrival(lock);
-      self->count(error);
+      if (self->counted) self->count(error);
     }
     cb(error, error ? Lock{} : std::move(lock));
   });
@@ -554,7 +554,7 @@ void Operation::cancel() {
   retry_timer_.close();
   enlisted_ = false;  // the client is closing: no line to leave, nobody to wake
   if (!cb_) return;
-  count(make_error_code(errc::closed));
+  if (counted) count(make_error_code(errc::closed));
   auto cb = std::exchange(cb_, nullptr);
   context_.post([cb = std::move(cb)] { cb(make_error_code(errc::closed), Lock{}); });
 }

@@ -18,7 +18,8 @@ void LatencyHistogram::record(std::chrono::microseconds latency) noexcept {
 
 std::chrono::microseconds LatencyHistogram::quantile(double q) const noexcept {
   if (count_ == 0) return std::chrono::microseconds{0};
-  double wanted = std::ceil(std::clamp(q, 0.0, 1.0) * static_cast<double>(count_));
+  if (!(q >= 0.0)) q = 0.0;  // NaN too
+  double wanted = std::ceil(std::min(q, 1.0) * static_cast<double>(count_));
   auto rank = std::max<std::uint64_t>(1, static_cast<std::uint64_t>(wanted));
   std::uint64_t seen = 0;
   for (std::size_t i = 0; i < bounds_us.size(); ++i) {
@@ -79,19 +80,58 @@ const char* to_string(MasterState state) noexcept {
 
 namespace {
 
-// A label value: backslash, double quote and line feed escaped.
+// How many bytes the UTF-8 sequence at the start of `text` takes; 0 when it
+// is not one (a stray byte, overlong, a surrogate, past U+10FFFF, cut short).
+std::size_t utf8_sequence(std::string_view text) {
+  auto byte = [&](std::size_t i) { return static_cast<unsigned char>(text[i]); };
+  unsigned char first = byte(0);
+  if (first < 0x80) return 1;
+  std::size_t length = first >= 0xC2 && first <= 0xDF   ? 2
+                       : first >= 0xE0 && first <= 0xEF ? 3
+                       : first >= 0xF0 && first <= 0xF4 ? 4
+                                                        : 0;
+  if (length == 0 || text.size() < length) return 0;
+  for (std::size_t i = 1; i < length; ++i) {
+    if ((byte(i) & 0xC0) != 0x80) return 0;
+  }
+  unsigned char second = byte(1);
+  if ((first == 0xE0 && second < 0xA0) || (first == 0xED && second > 0x9F) ||
+      (first == 0xF0 && second < 0x90) || (first == 0xF4 && second > 0x8F))
+    return 0;
+  return length;
+}
+
+// A label value: valid UTF-8 (the format's rule; a byte that is not becomes
+// U+FFFD), with backslash, double quote and line feed escaped.
 std::string label(std::string_view text) {
   std::string out;
   out.reserve(text.size());
-  for (char c : text) {
-    if (c == '\\' || c == '"') {
+  while (!text.empty()) {
+    std::size_t length = utf8_sequence(text);
+    if (length == 0) {
+      out += "\xEF\xBF\xBD";
+      length = 1;
+    } else if (text[0] == '\\' || text[0] == '"') {
       out += '\\';
-      out += c;
-    } else if (c == '\n') {
+      out += text[0];
+    } else if (text[0] == '\n') {
       out += "\\n";
     } else {
-      out += c;
+      out.append(text.substr(0, length));
     }
+    text.remove_prefix(length);
+  }
+  return out;
+}
+
+// A metric name prefix: what a metric name may not hold becomes '_'.
+std::string metric_prefix(std::string_view prefix) {
+  std::string out(prefix);
+  for (std::size_t i = 0; i < out.size(); ++i) {
+    char c = out[i];
+    bool letter = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_' || c == ':';
+    bool digit = c >= '0' && c <= '9';
+    if (!letter && !(digit && i > 0)) out[i] = '_';
   }
   return out;
 }
@@ -108,7 +148,7 @@ std::string seconds(std::chrono::microseconds us) {
 
 class Exposition {
  public:
-  explicit Exposition(std::string_view prefix) : prefix_(prefix) {}
+  explicit Exposition(std::string_view prefix) : prefix_(metric_prefix(prefix)) {}
 
   void family(std::string_view name, std::string_view type, std::string_view help) {
     out_ += "# HELP " + prefix_ + "_" + std::string(name) + " " + std::string(help) + "\n";

@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <string>
 #include <thread>
 #include <vector>
@@ -60,6 +61,9 @@ TEST_CASE("the histogram counts each sample in its bucket and estimates quantile
   CHECK(h.quantile(0.6) == 50us);
   CHECK(h.quantile(0.8) == 1000us);
   CHECK(h.quantile(1.0) == 2500000us);
+  CHECK(h.quantile(std::nan("")) == 25us);  // as 0: the smallest sample's bucket
+  CHECK(h.quantile(-1.0) == 25us);
+  CHECK(h.quantile(7.0) == 2500000us);
 }
 
 TEST_CASE("Prometheus text: cumulative buckets, escaped labels, every family typed", "[stats]") {
@@ -112,6 +116,19 @@ TEST_CASE("Prometheus text: cumulative buckets, escaped labels, every family typ
   CHECK(samples > 40);
 }
 
+TEST_CASE("Prometheus text: label values are UTF-8 and the prefix a metric name", "[stats]") {
+  Stats s;
+  MasterStats m;
+  m.endpoint = "unix:///tmp/sock\xff\xfe-caf\xc3\xa9\xed\xa0\x80.sock";  // stray bytes, é, a surrogate
+  s.masters.push_back(m);
+  std::string text = to_prometheus(s, "1my-app");
+  const std::string replacement = "\xEF\xBF\xBD";
+  CHECK(contains(text, "_my_app_master_up{master=\"unix:///tmp/sock" + replacement + replacement +
+                           "-caf\xc3\xa9" + replacement + replacement + replacement + ".sock\"} 0\n"));
+  CHECK_FALSE(contains(text, "my-app"));
+  CHECK_FALSE(contains(text, "\n1my"));
+}
+
 TEST_CASE("calls, votes and latencies are counted as they happen", "[stats]") {
   Cluster masters(3);
   LoopFixture loop;
@@ -143,8 +160,8 @@ TEST_CASE("calls, votes and latencies are counted as they happen", "[stats]") {
     CHECK(s.unlock.not_held == 1);
     CHECK(s.extend.total() == 1);
     CHECK(s.extend.ok == 0);
-    // The refused call never ran: only the two that did are timed.
-    CHECK(s.acquire_latency.count() == 2);
+    // Every call is timed to its answer, the refused one too.
+    CHECK(s.acquire_latency.count() == 3);
     CHECK(s.unlock_latency.count() == 2);
     CHECK(s.acquire_latency.sum() > 0us);
     for (std::size_t i = 0; i < 3; ++i) {
@@ -179,8 +196,16 @@ TEST_CASE("calls, votes and latencies are counted as they happen", "[stats]") {
     }
     other.close(nullptr);
     client.close(nullptr);
-    CHECK(client.stats().masters.empty());
-    CHECK(client.stats().acquire.ok == 1);
+    // Counters only grow: closing keeps them, and says why the masters are down.
+    Stats closed = client.stats();
+    REQUIRE(closed.masters.size() == 3);
+    for (const MasterStats& m : closed.masters) {
+      CHECK(m.state == MasterState::down);
+      CHECK(m.cause == "the client is closed");
+      CHECK(m.votes_granted == 2);
+      CHECK(m.votes_refused == 3);
+    }
+    CHECK(closed.acquire.ok == 1);
   }
   REQUIRE(loop.close());
 }
@@ -331,4 +356,24 @@ TEST_CASE("Redlock::stats from several threads while others lock", "[stats][thre
   CHECK(s.acquire.total() == 2 * per_thread);
   CHECK(s.unlock.ok == static_cast<std::uint64_t>(acquired.load()));
   CHECK(s.masters.size() == 3);
+}
+
+TEST_CASE("a kept lock's loss counts in lost, and its release is no unlock() call", "[stats]") {
+  Cluster masters(3);
+  LoopFixture loop;
+  {
+    Client client(loop.get(), masters.options());
+    Answer a = try_lock(loop, client, "kept-and-lost", 300ms);
+    REQUIRE_FALSE(a.error);
+    std::vector<std::error_code> lost;
+    client.keep(a.lock, {100ms, 0ms}, [&](std::error_code e) { lost.push_back(e); });
+    for (std::size_t i = 0; i < 2; ++i) masters[i].set("{kept-and-lost}", "someone-else", 10s);
+    REQUIRE(loop.run_until([&] { return !lost.empty(); }, 2s));
+    loop.run_until([] { return false; }, 100ms);  // the release answers
+    Stats s = client.stats();
+    CHECK(s.lost.not_held == 1);
+    CHECK(s.unlock.total() == 0);
+    CHECK(s.unlock_latency.count() == 0);
+  }
+  REQUIRE(loop.close());
 }

@@ -108,8 +108,9 @@ class REDLOCK_API Client {
   std::vector<MasterError> master_errors() const;
   /// A snapshot of this Client's counters: per master its state, role,
   /// votes, timeouts, reconnects and round-trip time; calls by kind and
-  /// outcome; acquire and unlock latencies. After close(), the masters are
-  /// gone from it and the call counters stay. Loop thread only.
+  /// outcome; acquire and unlock latencies. After close(), every counter
+  /// stays as it was, each master is down ("the client is closed"), and
+  /// calls count as closed. Loop thread only.
   Stats stats() const;
 
   class Impl;

@@ -139,8 +139,9 @@ struct REDLOCK_API Stats {
 };
 
 /// `stats` in the Prometheus text exposition format (version 0.0.4), every
-/// metric named `prefix` + "_" + its name; per-master series carry a
-/// `master` label (the endpoint, no password).
+/// metric named `prefix` + "_" + its name (a character a metric name cannot
+/// hold becomes '_'); per-master series carry a `master` label (the endpoint,
+/// no password; a byte that is not UTF-8 becomes U+FFFD).
 REDLOCK_API std::string to_prometheus(const Stats& stats, std::string_view prefix = "redlock");
 
 }  // namespace redlock
