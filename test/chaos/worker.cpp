@@ -54,9 +54,12 @@ class RecordFile {
 // nor past its valid_until; a step's time becomes r.left and the validity it
 // checked r.valid_until. So a step never follows on_lost (lost() reads what
 // on_lost wrote, under the guard's mutex), and the checker's overlaps test
-// whether the validity that renewals reported was real.
+// whether the validity that renewals reported was real. Now and then a step
+// also extends the kept lock, racing its renewals; a refused extension ends
+// the hold.
 void hold_kept(Redlock& redlock, Lock lock, const WorkerConfig& config, std::mt19937_64& rng, Record& r) {
   std::uniform_real_distribution<double> ttls(0.5, 4.0);
+  std::uniform_int_distribution<int> extend_now(0, 199);  // about every 200 steps
   const auto end = r.returned + std::chrono::duration_cast<Clock::duration>(config.ttl * ttls(rng));
   r.valid_until = lock.valid_until;
   r.left = r.returned;
@@ -67,6 +70,7 @@ void hold_kept(Redlock& redlock, Lock lock, const WorkerConfig& config, std::mt1
     if (guard.lost() || now >= valid_until || now >= end) break;
     r.left = now;
     r.valid_until = valid_until;
+    if (extend_now(rng) == 0 && guard.extend(config.ttl)) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
   r.unlock_error = code_of(guard.unlock());
