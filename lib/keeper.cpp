@@ -190,8 +190,8 @@ std::error_code Keeper::extension_decided(const Lock& lock, std::error_code erro
   if (it == holds_.end()) {
     auto ended = ended_extending_.find(lock.value);
     if (ended == ended_extending_.end()) return {};
-    errc why = ended->second;
-    ended_extending_.erase(ended);
+    errc why = ended->second.why;
+    if (--ended->second.extensions <= 0) ended_extending_.erase(ended);
     return error ? error : make_error_code(why);
   }
   Hold& hold = *it->second;
@@ -240,7 +240,7 @@ void Keeper::end(Hold& hold, errc why, bool release) {
   if (it == holds_.end()) return;
   Lock lock = hold.lock;
   lost_.count(make_error_code(why));
-  if (hold.extending > 0) ended_extending_[lock.value] = why;
+  if (hold.extending > 0) ended_extending_[lock.value] = Ended{why, hold.extending};
   // Until it runs, an unlock(lock) still cancels the notice (forget()).
   auto notice = std::make_shared<OnLost>(std::move(hold.on_lost));
   erase(it);

@@ -106,9 +106,13 @@ class Keeper {
   std::set<Due> due_;                                             // the next renewal of every hold
   // Ended holds whose on_lost is posted but has not run, by lock value.
   std::unordered_map<std::string, std::weak_ptr<OnLost>> noticing_;
-  // Holds that ended while the caller's extension was in flight, by lock
-  // value: that extension is answered with the hold's error.
-  std::unordered_map<std::string, errc> ended_extending_;
+  // Holds that ended while the caller's extensions were in flight, by lock
+  // value: each of those extensions is answered with the hold's error.
+  struct Ended {
+    errc why;
+    int extensions;  // still to be answered
+  };
+  std::unordered_map<std::string, Ended> ended_extending_;
   std::size_t prune_at_ = 64;
   Timer tick_;
   std::uint64_t armed_for_ = 0;  // when tick_ fires; 0 when stopped

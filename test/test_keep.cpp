@@ -570,3 +570,32 @@ TEST_CASE("extending or continuing a kept lock with the Lock as first taken uses
   }
   REQUIRE(loop.close());
 }
+
+// Found by the review of hardening 2: a keep that ends while two of the
+// caller's extensions are in flight answers both with its error.
+TEST_CASE("every extension in flight when a keep ends is answered with the keep's error",
+          "[keep][hardening]") {
+  Cluster masters(3);
+  LoopFixture loop;
+  {
+    Options options = masters.options();
+    options.command_timeout = 3000ms;  // the masters are paused below, not failed
+    Client client(loop.get(), options);
+    Answer a = try_lock(loop, client, "ended-meanwhile", 10s);
+    REQUIRE_FALSE(a.error);
+    Lost lost;
+    client.keep(a.lock, {0ms, 300ms}, lost.callback());
+    for (std::size_t i = 0; i < masters.size(); ++i) masters[i].pause();
+    std::vector<std::error_code> answers;
+    for (int i = 0; i < 2; ++i)
+      client.extend(a.lock, 10s, [&](std::error_code e, const Lock&) { answers.push_back(e); });
+    REQUIRE(loop.run_until([&] { return !lost.calls.empty(); }, 2s));  // max_hold, masters still paused
+    for (std::size_t i = 0; i < masters.size(); ++i) masters[i].resume();
+    REQUIRE(loop.run_until([&] { return answers.size() == 2; }, 5s));
+    CHECK(answers[0] == errc::timeout);
+    CHECK(answers[1] == errc::timeout);
+    CHECK(lost.calls == std::vector<std::error_code>{make_error_code(errc::timeout)});
+    CHECK(gone_everywhere(masters, "{ended-meanwhile}", a.lock.value));
+  }
+  REQUIRE(loop.close());
+}

@@ -82,7 +82,7 @@ TEST_CASE("no two resources share a key or a channel, whatever their names", "[k
 TEST_CASE("a lock named like another resource's helper is untouched by that resource's waiting and fencing",
           "[keys]") {
   int n = GENERATE(1, 3);
-  Cluster masters(static_cast<std::size_t>(n));
+  Cluster masters(n);
   LoopFixture loop;
   {
     Options options = masters.options();
