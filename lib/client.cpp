@@ -241,8 +241,8 @@ class Client::Impl final : public Context {
                 [this](std::vector<Renewal::Item> items, Renewal::Decided decided) {
                   return std::shared_ptr<void>(Renewal::start(*this, std::move(items), std::move(decided)));
                 },
+                [this](const Lock& l) { lost(l); },
                 [this](const Lock& l) {
-                  lost(l);
                   // Not an unlock() call: Stats::unlock does not count it.
                   run(Operation::Kind::unlock, l, milliseconds{1}, 1, nullptr, std::nullopt, std::nullopt,
                       false);

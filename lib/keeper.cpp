@@ -12,6 +12,7 @@ struct Keeper::Hold {
   Lock lock;
   milliseconds every;
   bool every_from_ttl;  // KeepOptions::every was 0: every is ttl / 3
+  bool release_on_loss = true;
   OnLost on_lost;
   OnRenewed on_renewed;
   Timer expiry;
@@ -67,6 +68,7 @@ void Keeper::keep(const Lock& lock, KeepOptions options, OnLost on_lost, OnRenew
   milliseconds every = from_ttl ? default_every(lock.ttl) : options.every;
   auto hold = std::make_unique<Hold>(this, lock, every, from_ttl, std::move(on_lost));
   hold->on_renewed = std::move(on_renewed);
+  hold->release_on_loss = options.release_on_loss;
   arm_expiry(*hold);
   if (options.max_hold.count() > 0) {
     uv_timer_start(
@@ -239,12 +241,16 @@ void Keeper::end(Hold& hold, errc why, bool release) {
   auto it = holds_.find(hold.lock.value);
   if (it == holds_.end()) return;
   Lock lock = hold.lock;
+  bool release_on_loss = hold.release_on_loss;
   lost_.count(make_error_code(why));
   if (hold.extending > 0) ended_extending_[lock.value] = Ended{why, hold.extending};
   // Until it runs, an unlock(lock) still cancels the notice (forget()).
   auto notice = std::make_shared<OnLost>(std::move(hold.on_lost));
   erase(it);
-  if (release) hooks_.release(lock);
+  if (release) {
+    hooks_.lost(lock);
+    if (release_on_loss) hooks_.release(lock);
+  }
   forget_noticed();
   noticing_[lock.value] = notice;
   hooks_.post([notice, why] {

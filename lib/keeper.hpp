@@ -38,11 +38,13 @@ class Keeper {
   using OnLost = std::function<void(std::error_code)>;
   using OnRenewed = std::function<void(TimePoint)>;
   /// renew(items, decided): starts a Renewal and returns it (kept alive while
-  /// a hold waits for its answer). release(lock): deletes our value
-  /// everywhere. post(fn): runs fn on a later loop turn. now(): the Client's
-  /// clock.
+  /// a hold waits for its answer). lost(lock): the hold of `lock` ended other
+  /// than by forget() or close(). release(lock): deletes our value
+  /// everywhere (after a loss, unless KeepOptions::release_on_loss is false).
+  /// post(fn): runs fn on a later loop turn. now(): the Client's clock.
   struct Hooks {
     std::function<std::shared_ptr<void>(std::vector<Renewal::Item>, Renewal::Decided)> renew;
+    std::function<void(const Lock&)> lost;
     std::function<void(const Lock&)> release;
     std::function<void(std::function<void()>)> post;
     std::function<TimePoint()> now;

@@ -245,7 +245,7 @@ TEST_CASE("-n and -w give the conflict status while another holds the lock", "[c
   SECTION("acquire -n too") {
     auto once = run_command(command_line("acquire", masters, {"-n", "jobs"}));
     CHECK(once.status == 1);
-    CHECK(once.out.empty());
+    CHECK(once.out == "false\n");  // eval "$(...)" fails
   }
   REQUIRE(release_reader(dir / "fifo"));
   CHECK(holder.wait(10s) == 0);
@@ -479,7 +479,8 @@ TEST_CASE("bad input: one line saying what is wrong, the usage line, status 64",
     INFO(c.message);
     auto done = run_command(argv, {"REDLOCK_MASTERS="});
     CHECK(done.status == 64);
-    CHECK(done.out.empty());
+    // acquire's and extend's stdout is for eval: there it must fail.
+    CHECK(done.out == (c.args.size() > 0 && c.args[0] == "acquire" ? "false\n" : ""));
     CHECK_THAT(done.err, Catch::StartsWith("redlock: ") && Catch::Contains(c.message));
     std::string second_line = done.err.substr(done.err.find('\n') + 1);
     CHECK_THAT(second_line, Catch::StartsWith("usage: redlock"));
@@ -501,4 +502,111 @@ TEST_CASE("--help for each subcommand and --version", "[cli]") {
   auto version = run_command({cli(), "--version"});
   CHECK(version.status == 0);
   CHECK_THAT(version.out, Catch::StartsWith("redlock "));
+}
+
+namespace {
+
+// The process is gone (or a zombie nobody reaped yet: it runs no more).
+bool process_gone(pid_t pid) {
+  if (::kill(pid, 0) != 0) return errno == ESRCH;
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string text((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
+  auto close = text.rfind(')');
+  return close != std::string::npos && close + 2 < text.size() && text[close + 2] == 'Z';
+}
+
+// A CMD whose work outlives its shell: the shell waits for a background
+// sleep, whose pid it writes to `pid_file` first.
+std::vector<std::string> shell_with_work(const std::string& pid_file, const std::string& traps = "") {
+  return {"--", "/bin/sh", "-c", traps + "sleep 30 & echo $! > \"$0\"; wait", pid_file};
+}
+
+pid_t read_pid(const std::string& path) {
+  return static_cast<pid_t>(std::stol(read_file(path)));
+}
+
+}  // namespace
+
+// Issue 22, item 1.
+TEST_CASE("a lost lock stops CMD's whole process group before anyone else gets the lock",
+          "[cli][run-safety]") {
+  Cluster masters(3);
+  Dir dir;
+  std::vector<std::string> args = {"--ttl", "900ms", "jobs"};
+  for (auto& a : shell_with_work(dir / "work")) args.push_back(a);
+  Command run(command_line("run", masters, args));
+  REQUIRE(eventually([&] { return has_line(dir / "work"); }, 10s));
+  pid_t work = read_pid(dir / "work");
+  for (std::size_t i = 1; i < 3; ++i) masters[i].pause();
+  CHECK(run.wait(10s) == 75);
+  CHECK(process_gone(work));
+  for (std::size_t i = 1; i < 3; ++i) masters[i].resume();
+  // Someone else gets the lock, but only once the first CMD's work is gone.
+  REQUIRE(eventually(
+      [&] {
+        return run_command(command_line("acquire", masters, {"-n", "--ttl", "10s", "jobs"})).status == 0;
+      },
+      10s));
+  CHECK(process_gone(work));
+}
+
+// Issue 22, item 2.
+TEST_CASE("a CMD that ignores SIGTERM is killed before the lock's validity ends, not at --kill-after",
+          "[cli][run-safety]") {
+  Cluster masters(3);
+  Dir dir;
+  std::vector<std::string> args = {"--ttl", "3s", "jobs"};  // --kill-after stays 10 s
+  for (auto& a : shell_with_work(dir / "work", "trap '' TERM; ")) args.push_back(a);
+  Command run(command_line("run", masters, args));
+  REQUIRE(eventually([&] { return has_line(dir / "work"); }, 10s));
+  auto started = std::chrono::steady_clock::now();
+  pid_t work = read_pid(dir / "work");
+  for (std::size_t i = 1; i < 3; ++i) masters[i].pause();
+  CHECK(run.wait(10s) == 75);
+  CHECK(std::chrono::steady_clock::now() - started < 3s);  // the lock's ttl
+  CHECK(process_gone(work));
+  CHECK_THAT(run.err(), Catch::Contains("sending SIGKILL"));
+  for (std::size_t i = 1; i < 3; ++i) masters[i].resume();
+}
+
+// Issue 22, item 3.
+TEST_CASE("redlock run dies: CMD's group stops within a second; signals it would die of reach CMD",
+          "[cli][run-safety]") {
+  Cluster masters(3);
+  Dir dir;
+  SECTION("SIGKILL of redlock") {
+    std::vector<std::string> args = {"jobs"};
+    for (auto& a : shell_with_work(dir / "work")) args.push_back(a);
+    Command run(command_line("run", masters, args));
+    REQUIRE(eventually([&] { return has_line(dir / "work"); }, 10s));
+    pid_t work = read_pid(dir / "work");
+    ::kill(run.pid(), SIGKILL);
+    CHECK(eventually([&] { return process_gone(work); }, 1s));
+  }
+  SECTION("SIGUSR1, SIGUSR2, SIGQUIT, SIGALRM are passed on") {
+    int signum = GENERATE(SIGUSR1, SIGUSR2, SIGQUIT, SIGALRM);
+    INFO("signal " << signum);
+    Command run(command_line(
+        "run", masters,
+        {"jobs", "--", "/bin/sh", "-c",
+         "trap 'exit 42' USR1 USR2 QUIT ALRM; echo in > \"$0\"; while :; do sleep 1 & wait $!; done",
+         dir / "ready"}));
+    REQUIRE(eventually([&] { return has_line(dir / "ready"); }, 10s));
+    ::kill(run.pid(), signum);
+    CHECK(run.wait(10s) == 42);
+    CHECK(held_nowhere(masters, "{jobs}"));
+  }
+}
+
+// Issue 22, item 4.
+TEST_CASE("a failed acquire makes eval fail, so a set -e script stops", "[cli][run-safety]") {
+  Cluster masters(3);
+  auto held = run_command(command_line("acquire", masters, {"--ttl", "10s", "jobs"}));
+  REQUIRE(held.status == 0);
+  auto refused = run_command(command_line("acquire", masters, {"-n", "jobs"}));
+  CHECK(refused.status == 1);
+  CHECK(refused.out == "false\n");
+  auto script = run_command({"/bin/sh", "-c", "set -e; eval \"$1\"; echo DEPLOYING", "sh", refused.out});
+  CHECK(script.status != 0);
+  CHECK(script.out.find("DEPLOYING") == std::string::npos);
 }

@@ -599,3 +599,27 @@ TEST_CASE("every extension in flight when a keep ends is answered with the keep'
   }
   REQUIRE(loop.close());
 }
+
+TEST_CASE("release_on_loss false leaves our value to its ttl after a loss, for the holder to release",
+          "[keep]") {
+  Cluster masters(3);
+  LoopFixture loop;
+  {
+    Client client(loop.get(), masters.options());
+    Answer a = try_lock(loop, client, "left-behind", 600ms);
+    REQUIRE_FALSE(a.error);
+    Lost lost;
+    KeepOptions keep;
+    keep.every = 100ms;
+    keep.release_on_loss = false;
+    client.keep(a.lock, keep, lost.callback());
+    for (std::size_t m = 0; m < 2; ++m) masters[m].set("{left-behind}", "someone-else", 10s);
+    REQUIRE(loop.run_until([&] { return !lost.calls.empty(); }, 2s));
+    CHECK(lost.calls[0] == errc::not_held);
+    loop.run_until([] { return false; }, 100ms);  // a release would have run by now
+    CHECK(masters[2].get("{left-behind}") == a.lock.value);
+    CHECK(unlock(loop, client, a.lock) == errc::not_held);
+    CHECK(gone_everywhere(masters, "{left-behind}", a.lock.value));
+  }
+  REQUIRE(loop.close());
+}

@@ -456,17 +456,26 @@ std::string help_text(Verb verb) {
       text +=
           "Takes the lock on RESOURCE across the masters, runs CMD while keeping the\n"
           "lock alive, releases it when CMD exits and exits with CMD's status: a\n"
-          "distributed flock(1). SIGINT, SIGTERM and SIGHUP are passed on to CMD.\n"
-          "CMD's environment gets REDLOCK_RESOURCE, REDLOCK_VALUE, REDLOCK_TTL_MS,\n"
-          "REDLOCK_VALIDITY_MS (time left when CMD started) and, when fencing is on,\n"
-          "REDLOCK_FENCING_TOKEN. If the lock is lost while CMD runs, CMD gets\n"
-          "SIGTERM, SIGKILL after --kill-after, and redlock exits 75.\n\n"
+          "distributed flock(1). CMD's environment gets REDLOCK_RESOURCE,\n"
+          "REDLOCK_VALUE, REDLOCK_TTL_MS, REDLOCK_VALIDITY_MS (time left when CMD\n"
+          "started) and, when fencing is on, REDLOCK_FENCING_TOKEN.\n\n"
+          "CMD runs only while the lock is held:\n"
+          "- CMD runs in a process group of its own (in the terminal's foreground\n"
+          "  when redlock had it), and every signal goes to the whole group.\n"
+          "- SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGALRM (and the\n"
+          "  other signals that would end redlock) are passed on to CMD's group.\n"
+          "- If redlock dies, even of SIGKILL, CMD's group is killed at once.\n"
+          "- If the lock is lost, CMD's group gets SIGTERM, then SIGKILL after\n"
+          "  --kill-after or shortly before the lock's validity ends, whichever is\n"
+          "  first: a CMD that traps SIGTERM has until then (at most the ttl), not\n"
+          "  --kill-after. The lock stays taken until CMD is gone; redlock exits 75.\n"
+          "- When CMD exits, what it left running in its group is killed.\n\n"
           "Options:\n"
           "  --ttl D                  lock time to live, renewed every D/3 (30s)\n"
           "  -n, --nonblock           one attempt; exit 1 if another holder has it\n"
           "  -w, --wait D             wait at most D (default: without end)\n"
           "  -E, --conflict-exit-code N  exit status when not acquired (1)\n"
-          "  --kill-after D           SIGTERM to SIGKILL after a lost lock (10s)\n";
+          "  --kill-after D           SIGTERM to SIGKILL after a lost lock, at most (10s)\n";
       break;
     case Verb::acquire:
       text +=

@@ -27,9 +27,12 @@ Lock named_lock(const Invocation& inv, std::chrono::steady_clock::time_point val
   return lock;
 }
 
+// A failure prints `false` for `eval "$(redlock acquire ...)"`: an empty
+// eval succeeds, and a `set -e` script would go on without the lock.
 int print_or_fail(std::error_code error, const Lock& lock, const Invocation& inv, const char* what) {
   if (error) {
     complain(std::string(what) + " '" + inv.resource + "': " + error.message());
+    std::fputs("false\n", stdout);
     return status_for(error, inv.conflict_exit);
   }
   std::fputs(describe(lock).c_str(), stdout);

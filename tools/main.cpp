@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "args.hpp"
+#include "guardian.hpp"
 #include "lock_commands.hpp"
 #include "run_command.hpp"
 #include "status_command.hpp"
@@ -42,6 +43,8 @@ int dispatch(const cli::Invocation& inv) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // `redlock run` starts CMD through this same binary (see guardian.hpp).
+  if (argc > 2 && std::string(argv[1]) == cli::guard_arg) return cli::guard(argv + 2);
   // A master dying mid-write must cost a vote, not this process. CMD does
   // not inherit this: libuv resets every signal's disposition in the child.
   std::signal(SIGPIPE, SIG_IGN);
@@ -51,6 +54,8 @@ int main(int argc, char** argv) {
     inv = cli::parse(args, std::getenv("REDLOCK_MASTERS"));
   } catch (const cli::UsageError& e) {
     std::fprintf(stderr, "redlock: %s\n%s\n", e.what(), cli::usage_line(e.verb).c_str());
+    // What `eval "$(redlock acquire ...)"` must fail on, as a refusal does.
+    if (e.verb == cli::Verb::acquire || e.verb == cli::Verb::extend) std::puts("false");
     return cli::exit_status::usage;
   }
   try {

@@ -2,9 +2,14 @@
 
 #include <redlock/error.hpp>
 
+#include <fcntl.h>
+#include <pthread.h>
+#include <termios.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
+#include <cerrno>
 #include <chrono>
 #include <csignal>
 #include <cstring>
@@ -12,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "guardian.hpp"
 #include "session.hpp"
 #include "uv_handle.hpp"
 #include "wait_line.hpp"
@@ -24,7 +30,10 @@ namespace {
 
 using std::chrono::milliseconds;
 
-constexpr std::array<int, 3> forwarded = {SIGINT, SIGTERM, SIGHUP};
+// Every signal whose default would end `redlock run` (and so orphan CMD's
+// work without renewals): passed on to CMD's whole process group.
+constexpr std::array<int, 12> forwarded = {SIGINT,  SIGTERM,   SIGHUP,  SIGQUIT, SIGUSR1, SIGUSR2,
+                                           SIGALRM, SIGVTALRM, SIGPROF, SIGXCPU, SIGXFSZ, SIGPWR};
 
 // What CMD finds in its environment; inherited copies of these are dropped so
 // a nested run cannot see its parent's lock.
@@ -110,22 +119,71 @@ class Runner {
       return;
     }
     lock_ = std::move(lock);
-    session_.client().keep(*lock_, KeepOptions{}, [this](std::error_code why) { on_lost(why); });
+    // Our value stays on the masters after a loss until CMD is gone (then
+    // release() deletes it), so nobody gets the lock while CMD still runs.
+    KeepOptions keep;
+    keep.release_on_loss = false;
+    session_.client().keep(
+        *lock_, keep, [this](std::error_code why) { on_lost(why); },
+        [this](std::chrono::steady_clock::time_point valid_until) { arm_deadline(valid_until); });
     spawn();
+    arm_deadline(lock_->valid_until);
   }
 
+  // CMD must be gone before the lock's validity ends: unless a renewal moves
+  // it on, its group gets SIGKILL `margin` before.
+  void arm_deadline(std::chrono::steady_clock::time_point valid_until) {
+    if (!running_) return;
+    if (!deadline_timer_) deadline_timer_ = make_timer(session_.loop(), this);
+    auto left = std::chrono::duration_cast<milliseconds>(valid_until - std::chrono::steady_clock::now()) -
+                kill_margin();
+    uv_timer_start(
+        deadline_timer_.get(), [](uv_timer_t* h) { owner_of<Runner>(h)->on_deadline(); },
+        static_cast<std::uint64_t>(std::max<milliseconds::rep>(left.count(), 0)), 0);
+  }
+
+  milliseconds kill_margin() const { return std::min(milliseconds{100}, inv_.ttl / 10); }
+
+  void on_deadline() {
+    if (!running_) return;
+    if (!lost_) lost_ = make_error_code(errc::expired);
+    complain("the lock on '" + inv_.resource + "' is valid for " + std::to_string(kill_margin().count()) +
+             " ms more and no renewal succeeded; sending SIGKILL to " + inv_.command[0] + "'s process group");
+    signal_group(SIGKILL);
+  }
+
+  // CMD's process group: the guardian's pid (see guardian.hpp). A signal that
+  // comes before the guardian made its group finds no group: CMD has not
+  // started, and the guardian is stopped instead, so it never starts.
+  void signal_group(int signum) {
+    if (!running_) return;
+    pid_t group = child_.get()->pid;
+    if (kill(-group, signum) != 0 && errno == ESRCH) uv_process_kill(child_.get(), SIGKILL);
+  }
+
+  // CMD runs under a guardian, our own binary (see guardian.hpp), which
+  // watches the read end of `watch` (its descriptor guard_fd).
   void spawn() {
     std::vector<std::string> env = child_environment(*lock_);
-    std::vector<std::string> args = inv_.command;
+    std::vector<std::string> args = {"redlock", guard_arg};
+    args.insert(args.end(), inv_.command.begin(), inv_.command.end());
     std::vector<char*> env_ptrs = pointers(env);
     std::vector<char*> arg_ptrs = pointers(args);
-    std::array<uv_stdio_container_t, 3> stdio{};
+    int watch[2];
+    if (pipe2(watch, O_CLOEXEC) != 0) {
+      spawn_failed(uv_translate_sys_error(errno));
+      return;
+    }
+    watch_ = watch[1];
+    std::array<uv_stdio_container_t, guard_fd + 1> stdio{};
     for (int fd = 0; fd < 3; ++fd) {
       stdio[fd].flags = UV_INHERIT_FD;
       stdio[fd].data.fd = fd;
     }
+    stdio[guard_fd].flags = UV_INHERIT_FD;
+    stdio[guard_fd].data.fd = watch[0];
     uv_process_options_t options{};
-    options.file = arg_ptrs[0];
+    options.file = "/proc/self/exe";
     options.args = arg_ptrs.data();
     options.env = env_ptrs.data();
     options.stdio = stdio.data();
@@ -137,6 +195,7 @@ class Runner {
     // made first and closed either way.
     child_ = Handle<uv_process_t>(session_.loop(), this, [](uv_loop_t*, uv_process_t*) { return 0; });
     int rc = uv_spawn(session_.loop(), child_.get(), &options);
+    close(watch[0]);
     child_.get()->data = this;
     if (rc != 0) {
       spawn_failed(rc);
@@ -147,19 +206,14 @@ class Runner {
 
   void spawn_failed(int rc) {
     child_.close();
-    if (rc == UV_ENOENT) {
-      complain(inv_.command[0] + ": command not found");
-      status_ = exit_status::not_found;
-    } else {
-      complain(inv_.command[0] + ": " + uv_strerror(rc));
-      status_ = exit_status::cannot_execute;
-    }
+    complain("cannot start " + inv_.command[0] + ": " + uv_strerror(rc));
+    status_ = exit_status::cannot_execute;
     release();
   }
 
   void on_signal(int signum) {
     if (running_) {
-      uv_process_kill(child_.get(), signum);
+      signal_group(signum);
       return;
     }
     if (lock_ || interrupted_) return;  // releasing already
@@ -170,25 +224,37 @@ class Runner {
     finish();
   }
 
+  // The guardian exited: CMD has. What CMD left in its group (a job put in
+  // the background) must not outlive the lock.
   void on_exit(std::int64_t status, int term_signal) {
+    pid_t group = child_.get()->pid;
+    kill(-group, SIGKILL);
+    take_terminal_back(group);
     running_ = false;
     kill_timer_.close();
+    deadline_timer_.close();
     child_.close();
-    if (lost_) {
-      status_ = exit_status::lost;
-      finish();
-      return;
-    }
-    status_ = term_signal != 0 ? 128 + term_signal : static_cast<int>(status);
+    status_ = lost_ ? exit_status::lost : term_signal != 0 ? 128 + term_signal : static_cast<int>(status);
     release();
+  }
+
+  // A guardian killed with its group had no time to give the terminal back.
+  static void take_terminal_back(pid_t group) {
+    if (isatty(STDIN_FILENO) == 0 || tcgetpgrp(STDIN_FILENO) != group) return;
+    sigset_t ttou, old;
+    sigemptyset(&ttou);
+    sigaddset(&ttou, SIGTTOU);
+    pthread_sigmask(SIG_BLOCK, &ttou, &old);
+    tcsetpgrp(STDIN_FILENO, getpgrp());
+    pthread_sigmask(SIG_SETMASK, &old, nullptr);
   }
 
   void on_lost(std::error_code why) {
     lost_ = why;
     if (!running_) return;
     complain("lost the lock on '" + inv_.resource + "' (" + why.message() + "); sending SIGTERM to " +
-             inv_.command[0] + " (pid " + std::to_string(child_.get()->pid) + ")");
-    uv_process_kill(child_.get(), SIGTERM);
+             inv_.command[0] + "'s process group (" + std::to_string(child_.get()->pid) + ")");
+    signal_group(SIGTERM);
     kill_timer_ = make_timer(session_.loop(), this);
     uv_timer_start(
         kill_timer_.get(), [](uv_timer_t* h) { owner_of<Runner>(h)->on_kill_after(); },
@@ -199,12 +265,13 @@ class Runner {
     if (!running_) return;
     complain(inv_.command[0] + " still running " + duration_text(inv_.kill_after) +
              " after SIGTERM; sending SIGKILL");
-    uv_process_kill(child_.get(), SIGKILL);
+    signal_group(SIGKILL);
   }
 
+  // After a loss too: our value may remain on some masters (the keep left it).
   void release() {
     session_.client().unlock(*lock_, [this](std::error_code ec) {
-      if (ec) complain("releasing '" + inv_.resource + "': " + ec.message());
+      if (ec && !lost_) complain("releasing '" + inv_.resource + "': " + ec.message());
       finish();
     });
   }
@@ -212,7 +279,9 @@ class Runner {
   void close_handles() {
     for (auto& s : signals_) s.close();
     kill_timer_.close();
+    deadline_timer_.close();
     child_.close();
+    if (watch_ >= 0) close(std::exchange(watch_, -1));
   }
 
   void finish() {
@@ -228,6 +297,8 @@ class Runner {
   std::array<Handle<uv_signal_t>, forwarded.size()> signals_;
   Handle<uv_process_t> child_;
   Timer kill_timer_;
+  Timer deadline_timer_;
+  int watch_ = -1;  // the write end of the guardian's pipe: closed, the guardian kills CMD's group
   std::optional<Lock> lock_;
   std::error_code lost_;
   bool running_ = false;

@@ -75,6 +75,11 @@ struct REDLOCK_API KeepOptions {
   milliseconds every{0};
   /// End the hold (errc::timeout, and the lock is released) after this long; 0 means no cap.
   milliseconds max_hold{0};
+  /// When the hold ends other than by unlock, our value is deleted on every
+  /// master at once. False leaves it to its ttl, or to your unlock(): for a
+  /// holder whose work cannot stop at once, so that nobody else gets the lock
+  /// before that work is gone (`redlock run` stops CMD first).
+  bool release_on_loss = true;
 };
 
 /// Everything a Client needs; validated when the Client is constructed
