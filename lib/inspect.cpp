@@ -153,7 +153,9 @@ class Inspector::Impl {
     bool answered(std::size_t i, const Reply* reply, Failure why) {
       MasterReport& report = result_.masters[i];
       if (reply == nullptr) {
-        report.error = failure_text(why, owner_.deadline());
+        // What the connection said (refused, DNS, TLS, WRONGPASS...) says more than the deadline.
+        std::string cause = owner_.masters_[i]->trouble();
+        report.error = cause.empty() ? failure_text(why, owner_.deadline()) : std::move(cause);
         return false;
       }
       if (reply->is_error()) {

@@ -14,6 +14,7 @@
 #include <map>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "support/cluster.hpp"
@@ -227,7 +228,10 @@ TEST_CASE("-n and -w give the conflict status while another holds the lock", "[c
   SECTION("-n: one attempt, status 1") {
     auto once = run_command(command_line("run", masters, {"-n", "jobs", "--", "/bin/sh", "-c", "exit 0"}));
     CHECK(once.status == 1);
-    CHECK_THAT(once.err, Catch::Contains("held by another owner"));
+    CHECK(once.err.empty());  // as flock -n: a cron job on the losing hosts mails nothing
+    auto told = run_command(command_line("run", masters, {"-nv", "jobs", "--", "/bin/sh", "-c", "exit 0"}));
+    CHECK(told.status == 1);
+    CHECK_THAT(told.err, Catch::Contains("held by another owner"));
   }
   SECTION("-E changes it") {
     auto once =
@@ -236,8 +240,8 @@ TEST_CASE("-n and -w give the conflict status while another holds the lock", "[c
   }
   SECTION("-w: waits that long, then status 1") {
     auto start = std::chrono::steady_clock::now();
-    auto waited =
-        run_command(command_line("run", masters, {"-w", "300ms", "jobs", "--", "/bin/sh", "-c", "exit 0"}));
+    auto waited = run_command(
+        command_line("run", masters, {"-w0.3", "--verbose", "jobs", "--", "/bin/sh", "-c", "exit 0"}));
     CHECK(waited.status == 1);
     CHECK(std::chrono::steady_clock::now() - start >= 300ms);
     CHECK_THAT(waited.err, Catch::Contains("gave up after 300ms"));
@@ -360,7 +364,7 @@ TEST_CASE("while waiting on a terminal, one status line says who holds the lock"
     auto done = run_command(waiter);
     CHECK(done.status == 1);
     CHECK_THAT(done.err, !Catch::Contains("waiting"));
-    CHECK(std::count(done.err.begin(), done.err.end(), '\n') == 1);
+    CHECK(done.err.empty());  // a conflict is silent, as with flock
   }
 }
 
@@ -409,7 +413,7 @@ TEST_CASE("status --json describes masters and resources", "[cli]") {
 
   auto status =
       run_command(command_line("status", masters, {"--connect-timeout", "2s", "--json", "jobs", "free"}));
-  CHECK(status.status == 0);  // 2 of 3 still vote
+  CHECK(status.status == 2);  // 2 of 3 still vote: degraded
   INFO(status.out);
   Json report = Json::parse(status.out);
   CHECK(report["quorum"].number == 2);
@@ -426,7 +430,8 @@ TEST_CASE("status --json describes masters and resources", "[cli]") {
     CHECK(m["rtt_us"].number > 0);
   }
   CHECK_FALSE(report["masters"][2]["reachable"].boolean);
-  CHECK_FALSE(report["masters"][2]["error"].string.empty());
+  // Why, not only that it did not answer in time.
+  CHECK_THAT(report["masters"][2]["error"].string, Catch::Contains("connection refused"));
 
   REQUIRE(report["resources"].array.size() == 2);
   const Json& jobs = report["resources"][0];
@@ -445,10 +450,18 @@ TEST_CASE("status --json describes masters and resources", "[cli]") {
 
   SECTION("the text form says the same") {
     auto text = run_command(command_line("status", masters, {"--connect-timeout", "2s", "jobs"}));
-    CHECK(text.status == 0);
+    CHECK(text.status == 2);
     CHECK_THAT(text.out, Catch::Contains("masters: 2 of 3 voting, a quorum is 2"));
     CHECK_THAT(text.out, Catch::Contains("resource jobs: held by " + value + " on 2 of 3 masters"));
     CHECK_THAT(text.out, Catch::Contains(uri(masters, 2) + "  unreachable"));
+  }
+  SECTION("every master votes: status 0") {
+    masters[2].restart(false);
+    REQUIRE(eventually(
+        [&] {
+          return run_command(command_line("status", masters, {"--connect-timeout", "2s"})).status == 0;
+        },
+        10s));
   }
   SECTION("without a quorum of masters: status 69") {
     masters[1].kill9();
@@ -466,8 +479,8 @@ TEST_CASE("bad input: one line saying what is wrong, the usage line, status 64",
   const std::vector<Case> cases = {
       {{"run", "-m", "redis://127.0.0.1:1", "--bogus", "jobs", "--", "true"}, "unknown option '--bogus'"},
       {{"run", "-m", "http://127.0.0.1", "jobs", "--", "true"}, "invalid redis URI 'http://127.0.0.1'"},
-      {{"run", "-m", "redis://127.0.0.1:1", "--ttl", "30", "jobs", "--", "true"}, "'30' has no unit"},
-      {{"run", "-m", "redis://127.0.0.1:1", "-w", "5", "jobs", "--", "true"}, "'5' has no unit"},
+      {{"run", "-m", "redis://127.0.0.1:1", "--ttl", "30x", "jobs", "--", "true"}, "'30x': unknown unit"},
+      {{"run", "-m", "redis://127.0.0.1:1", "-w", "five", "jobs", "--", "true"}, "'five' is not a duration"},
       {{"run", "-m", "redis://127.0.0.1:1", "jobs", "true"}, "missing '--' before the command"},
       {{"acquire", "jobs"}, "no masters"},
       {{"frobnicate"}, "unknown command 'frobnicate'"},
@@ -609,4 +622,102 @@ TEST_CASE("a failed acquire makes eval fail, so a set -e script stops", "[cli][r
   auto script = run_command({"/bin/sh", "-c", "set -e; eval \"$1\"; echo DEPLOYING", "sh", refused.out});
   CHECK(script.status != 0);
   CHECK(script.out.find("DEPLOYING") == std::string::npos);
+}
+
+// Issue 22, item 8.
+TEST_CASE("REDLOCK_PASSWORD reaches the masters, and neither it nor REDLOCK_MASTERS reaches CMD", "[cli]") {
+  redlock::test::ServerOptions with_password;
+  with_password.password = "s3cret-pw";
+  Cluster masters(3, with_password);
+  std::string list;
+  for (std::size_t i = 0; i < masters.size(); ++i) list += (i ? "," : "") + uri(masters, i);
+  auto done = run_command({cli(), "run", "jobs", "--", "/bin/sh", "-c",
+                           "echo \"${REDLOCK_PASSWORD:-none} ${REDLOCK_MASTERS:-none}\""},
+                          {"REDLOCK_MASTERS=" + list, "REDLOCK_PASSWORD=s3cret-pw"});
+  INFO(done.err);
+  CHECK(done.status == 0);
+  CHECK(done.out == "none none\n");
+  auto refused = run_command({cli(), "acquire", "-n", "jobs"}, {"REDLOCK_MASTERS=" + list});
+  CHECK(refused.status == 69);
+  CHECK_THAT(refused.err, Catch::Contains("REDLOCK_PASSWORD"));
+  CHECK_THAT(refused.err, !Catch::Contains("redis://:password@host"));
+}
+
+// Issue 22, item 10.
+TEST_CASE("the redlock binary runs from anywhere with a clean environment", "[cli]") {
+  Dir dir;
+  std::filesystem::copy_file(cli(), dir / "redlock");
+  std::filesystem::permissions(dir / "redlock", std::filesystem::perms::owner_exec,
+                               std::filesystem::perm_options::add);
+  auto version = run_command({"/usr/bin/env", "-i", dir / "redlock", "--version"});
+  INFO(version.err);
+  CHECK(version.status == 0);
+  CHECK_THAT(version.out, Catch::StartsWith("redlock "));
+}
+
+// From the review of issue 22's fixes: CMDs that leave the process group
+// (timeout, set -m, interactive shells) are still stopped with the lock.
+TEST_CASE("a CMD that moves its work to another process group is still stopped when the lock is lost",
+          "[cli][run-safety]") {
+  Cluster masters(3);
+  Dir dir;
+  // timeout(1) puts itself in a group of its own, and ignores nothing.
+  Command run(command_line("run", masters,
+                           {"--ttl", "900ms", "jobs", "--", "timeout", "60", "/bin/sh", "-c",
+                            "sleep 30 & echo $! > \"$0\"; trap '' TERM; wait", dir / "work"}));
+  REQUIRE(eventually([&] { return has_line(dir / "work"); }, 10s));
+  pid_t work = read_pid(dir / "work");
+  for (std::size_t i = 1; i < 3; ++i) masters[i].pause();
+  CHECK(run.wait(10s) == 75);
+  CHECK(process_gone(work));
+  for (std::size_t i = 1; i < 3; ++i) masters[i].resume();
+}
+
+TEST_CASE("redlock stopped: the guardian still kills CMD before the lock's validity ends",
+          "[cli][run-safety]") {
+  Cluster masters(3);
+  Dir dir;
+  std::vector<std::string> args = {"--ttl", "1s", "jobs"};
+  for (auto& a : shell_with_work(dir / "work")) args.push_back(a);
+  Command run(command_line("run", masters, args));
+  REQUIRE(eventually([&] { return has_line(dir / "work"); }, 10s));
+  pid_t work = read_pid(dir / "work");
+  auto stopped = std::chrono::steady_clock::now();
+  ::kill(run.pid(), SIGSTOP);  // no renewals, no timers: only the guardian is left to act
+  CHECK(eventually([&] { return process_gone(work); }, 3s));
+  CHECK(std::chrono::steady_clock::now() - stopped < 1500ms);
+  ::kill(run.pid(), SIGCONT);
+  CHECK(run.wait(10s) == 75);
+}
+
+TEST_CASE("a signal right after start is not lost: CMD gets it as soon as it runs", "[cli][run-safety]") {
+  Cluster masters(3);
+  // The signal comes 0-19 ms after the start: while acquiring, while the
+  // guardian starts, before CMD runs or just after. Each resource once: a
+  // lock whose answer was on its way when the signal came is left to its ttl.
+  for (int delay_ms = 0; delay_ms < 20; ++delay_ms) {
+    INFO("signal after " << delay_ms << " ms");
+    std::string resource = "early-" + std::to_string(delay_ms);
+    auto started = std::chrono::steady_clock::now();
+    Command run(command_line("run", masters, {"--ttl", "2s", resource, "--", "/bin/sh", "-c", "sleep 5"}));
+    std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms));  // the timing under test, not a wait
+    run.signal(SIGTERM);
+    CHECK(run.wait(10s) == 128 + SIGTERM);
+    CHECK(std::chrono::steady_clock::now() - started < 4s);  // not after sleep 5 ran out
+  }
+}
+
+TEST_CASE("standard descriptors: a closed stdin is no crash, and the caller's fd 3 reaches CMD",
+          "[cli][run-safety]") {
+  Cluster masters(3);
+  Dir dir;
+  std::string redlock_run;
+  for (const std::string& a : command_line("run", masters, {"jobs", "--"})) redlock_run += "'" + a + "' ";
+  auto closed = run_command({"/bin/sh", "-c", redlock_run + "/bin/sh -c 'echo ran' <&-"});
+  CHECK(closed.status == 0);
+  CHECK(closed.out == "ran\n");
+  auto fd3 =
+      run_command({"/bin/sh", "-c", redlock_run + "/bin/sh -c 'echo via-fd3 >&3' 3>\"$0\"", dir / "out"});
+  CHECK(fd3.status == 0);
+  CHECK(read_file(dir / "out") == "via-fd3\n");
 }

@@ -2,6 +2,11 @@
 
 #include <catch2/catch.hpp>
 
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -11,6 +16,9 @@
 #include "wait_line.hpp"
 
 using namespace std::chrono_literals;
+using redlock::cli::Environment;
+using redlock::cli::help_text;
+using redlock::cli::in_cli_words;
 using redlock::cli::Invocation;
 using redlock::cli::parse;
 using redlock::cli::parse_duration;
@@ -38,21 +46,25 @@ std::string refusal(std::vector<std::string> args, const char* env = nullptr) {
 
 }  // namespace
 
-TEST_CASE("durations take a whole number and a unit", "[cli][args]") {
+TEST_CASE("durations take a number and a unit; a bare number is seconds", "[cli][args]") {
   CHECK(parse_duration("250ms", "--ttl", Verb::run) == 250ms);
   CHECK(parse_duration("10s", "--ttl", Verb::run) == 10s);
   CHECK(parse_duration("2m", "--ttl", Verb::run) == 2min);
   CHECK(parse_duration("1h", "--ttl", Verb::run) == 1h);
   CHECK(parse_duration("0ms", "-w", Verb::run) == 0ms);
   CHECK(parse_duration("2147483647ms", "--ttl", Verb::run) == 2147483647ms);
+  // As flock's -w and timeout(1): seconds, and fractions of them.
+  CHECK(parse_duration("10", "-w", Verb::run) == 10s);
+  CHECK(parse_duration("0.5", "-w", Verb::run) == 500ms);
+  CHECK(parse_duration("1.5s", "--ttl", Verb::run) == 1500ms);
+  CHECK(parse_duration(".25m", "--ttl", Verb::run) == 15s);
+  CHECK(parse_duration("2.", "--ttl", Verb::run) == 2s);
+  CHECK(parse_duration("0.0015s", "--ttl", Verb::run) == 2ms);  // to the nearest ms
+  CHECK(parse_duration("1.0000000009h", "--ttl", Verb::run) == 1h);
 
-  SECTION("a duration without a unit is refused, suggesting one") {
-    CHECK_THROWS_WITH(parse_duration("10", "--ttl", Verb::run),
-                      "--ttl: '10' has no unit (write 10s or 10ms)");
-  }
-  SECTION("other bad durations name the flag") {
-    for (const char* bad :
-         {"", "s", "-5s", "1.5s", "10sec", "10 s", "ten", "2147483648ms", "25d", "99999999999h"}) {
+  SECTION("bad durations name the flag") {
+    for (const char* bad : {"", "s", ".", ".s", "-5s", "1.5.2s", "10sec", "10 s", "ten", "2147483648ms",
+                            "2147483.648", "25d", "99999999999h"}) {
       INFO(bad);
       CHECK_THROWS_AS(parse_duration(bad, "-w", Verb::run), UsageError);
       CHECK_THROWS_WITH(parse_duration(bad, "-w", Verb::run), Catch::StartsWith("-w: "));
@@ -103,6 +115,29 @@ TEST_CASE("run takes options, RESOURCE, -- and the command", "[cli][args]") {
     Invocation once = parse_args({"run", "-n", one_master, uri, "jobs", "--", "true"});
     REQUIRE(once.wait);
     CHECK(once.wait->count() == 0);
+  }
+  SECTION("getopt's bundled and attached forms") {
+    Invocation bundled = parse_args({"run", "-nE", "75", one_master, uri, "jobs", "--", "true"});
+    REQUIRE(bundled.wait);
+    CHECK(bundled.wait->count() == 0);
+    CHECK(bundled.conflict_exit == 75);
+    Invocation attached = parse_args({"run", "-nvE75", one_master, uri, "jobs", "--", "true"});
+    CHECK(attached.conflict_exit == 75);
+    CHECK(attached.verbose);
+    Invocation waits = parse_args({"run", "-w5s", one_master, uri, "jobs", "--", "true"});
+    REQUIRE(waits.wait);
+    CHECK(*waits.wait == 5s);
+    Invocation seconds = parse_args({"run", "-w", "10", one_master, uri, "jobs", "--", "true"});
+    CHECK(*seconds.wait == 10s);
+  }
+  SECTION("the options every command takes may come before it") {
+    Invocation early = parse_args({one_master, uri, "--ttl=1m", "run", "jobs", "--", "true"});
+    CHECK(early.verb == Verb::run);
+    CHECK(early.options.masters.size() == 1);
+    CHECK(early.ttl == 1min);
+    Invocation status = parse_args({"--key-prefix", "app:", one_master, uri, "status"});
+    CHECK(status.verb == Verb::status);
+    CHECK(status.options.key_prefix == "app:");
   }
   SECTION("options may follow RESOURCE") {
     Invocation late = parse_args({"run", "jobs", one_master, uri, "--ttl=1m", "--", "true"});
@@ -216,9 +251,10 @@ TEST_CASE("bad input is one line naming what is wrong", "[cli][args]") {
        "invalid redis URI 'http://x': expected redis://",
        Verb::run},
       {{"run", "-m", uri, "-m", uri, "jobs", "--", "true"}, "duplicate", Verb::run},
-      {{"run", "-m", uri, "--ttl", "10", "jobs", "--", "true"},
-       "--ttl: '10' has no unit (write 10s or 10ms)",
-       Verb::run},
+      {{"run", "-m", uri, "-nE"}, "option --conflict-exit-code needs a value", Verb::run},
+      {{"run", "-m", uri, "-nE", "jobs"}, "-E wants an exit status from 0 to 255, not 'jobs'", Verb::run},
+      {{"run", "-m", uri, "-nx", "jobs", "--", "true"}, "unknown option '-x' for 'redlock run'", Verb::run},
+      {{"-m", uri, "frobnicate"}, "unknown command 'frobnicate'", Verb::help},
       {{"run", "-m", uri, "--ttl", "0s", "jobs", "--", "true"}, "--ttl must be more than 0ms", Verb::run},
       {{"run", "-m", uri, "-w"}, "option --wait needs a value", Verb::run},
       {{"run", "-m", uri, "-n", "-w", "1s", "jobs", "--", "true"},
@@ -356,4 +392,58 @@ TEST_CASE("the wait line names the holder, its time left and the time waited", "
   i.masters[0].reachable = false;
   CHECK(redlock::cli::WaitLine::render(i, 1000ms, "jobs") ==
         "redlock: waiting 1.0s for 'jobs': only 1 of 3 masters answer");
+}
+
+TEST_CASE("a password from --password-file or REDLOCK_PASSWORD, for masters whose URI has none",
+          "[cli][args]") {
+  std::string path = std::string(std::getenv("TMPDIR") ? std::getenv("TMPDIR") : "/tmp") + "/redlock-pw-" +
+                     std::to_string(::getpid());
+  {
+    std::ofstream file(path);
+    file << "from-file\nsecond line\n";
+  }
+  Environment env{nullptr, "from-env"};
+  Invocation from_env = parse({"status", "-m", uri, "-m", "redis://:own@127.0.0.1:7002"}, env);
+  CHECK(from_env.options.masters[0].password == "from-env");
+  CHECK(from_env.options.masters[1].password == "own");
+  Invocation from_file = parse({"status", "-m", uri, "--password-file", path}, env);
+  CHECK(from_file.options.masters[0].password == "from-file");
+  CHECK_THROWS_WITH(parse({"status", "-m", uri, "--password-file", path + ".missing"}, env),
+                    Catch::StartsWith("--password-file: cannot read"));
+  std::remove(path.c_str());
+}
+
+TEST_CASE("each command's help lists exactly the options it takes", "[cli][args]") {
+  const std::vector<std::string> names = {
+      "ttl",         "nonblock",      "wait",   "conflict-exit-code", "kill-after",      "fencing",
+      "json",        "verbose",       "master", "connect-timeout",    "command-timeout", "key-prefix",
+      "quarantine",  "password-file", "tls-ca", "tls-cert",           "tls-key",         "tls-server-name",
+      "tls-insecure"};
+  for (Verb verb : {Verb::run, Verb::acquire, Verb::extend, Verb::release, Verb::status}) {
+    std::string help = help_text(verb);
+    std::string verb_name = help.substr(std::string("usage: redlock ").size());
+    verb_name = verb_name.substr(0, verb_name.find(' '));
+    for (const std::string& name : names) {
+      bool accepted = true;
+      try {
+        parse({verb_name, "--" + name + "=1s"}, nullptr);
+      } catch (const UsageError& e) {
+        accepted = std::string(e.what()).find("unknown option") == std::string::npos;
+      }
+      INFO(verb_name << " --" << name);
+      CHECK(accepted == (help.find("--" + name + " ") != std::string::npos ||
+                         help.find("--" + name + "\n") != std::string::npos ||
+                         help.find("--" + name + ",") != std::string::npos));
+    }
+  }
+}
+
+TEST_CASE("the library's TLS option names are said as the command's flags", "[cli][args]") {
+  CHECK(in_cli_words("redlock::Options: tls.ca_file '/x' cannot be used: no such file") ==
+        "--tls-ca '/x' cannot be used: no such file");
+  CHECK(in_cli_words("tls.cert_file and tls.key_file go together") == "--tls-cert and --tls-key go together");
+  CHECK(in_cli_words("handshake failed (is its CA in TlsOptions::ca_file?)") ==
+        "handshake failed (is its CA in --tls-ca?)");
+  CHECK(in_cli_words("NOAUTH (the server wants a password: give it in the URI, redis://:password@host)") ==
+        "NOAUTH (the server wants a password: set REDLOCK_PASSWORD or give --password-file FILE)");
 }

@@ -89,8 +89,8 @@ TEST_CASE("inspect says why a master did not answer and how long quarantine last
     REQUIRE(loop.run_until([&] { return !answers.errors.empty(); }, 5s));
     const Inspection& i = answers.last;
     CHECK_FALSE(i.masters[1].reachable);
-    auto deadline = options.connect_timeout + options.command_timeout;
-    CHECK(i.masters[1].error == "no answer within " + std::to_string(deadline.count()) + " ms");
+    // What the connection said, not only that no answer came in time.
+    CHECK(i.masters[1].error == "cannot connect: connection refused");
     CHECK(i.masters[0].reachable);
     CHECK(i.masters[0].quarantined);
     CHECK(i.masters[0].quarantine_left <= 61s);

@@ -1,7 +1,10 @@
 #include "args.hpp"
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdint>
+#include <cstdio>
+#include <cstring>
 #include <limits>
 #include <utility>
 
@@ -82,6 +85,8 @@ enum class Id {
   quarantine,
   fencing,
   json,
+  verbose,
+  password_file,
   tls_ca,
   tls_cert,
   tls_key,
@@ -111,6 +116,8 @@ constexpr Flag flags[] = {
     {Id::quarantine, "quarantine", '\0', true, in_all},
     {Id::fencing, "fencing", '\0', false, in_run | in_acquire},
     {Id::json, "json", '\0', false, in_status},
+    {Id::verbose, "verbose", 'v', false, in_run | in_acquire},
+    {Id::password_file, "password-file", '\0', true, in_all},
     {Id::tls_ca, "tls-ca", '\0', true, in_all},
     {Id::tls_cert, "tls-cert", '\0', true, in_all},
     {Id::tls_key, "tls-key", '\0', true, in_all},
@@ -118,13 +125,60 @@ constexpr Flag flags[] = {
     {Id::tls_insecure, "tls-insecure", '\0', false, in_all},
 };
 
-const Flag* find_flag(std::string_view arg, Verb verb) {
+// The flag `arg` names (--long or -s) among those `verbs` take.
+const Flag* find_flag(std::string_view arg, unsigned verbs) {
   for (const Flag& f : flags) {
-    if ((f.verbs & bit(verb)) == 0) continue;
+    if ((f.verbs & verbs) == 0) continue;
     if (arg.size() > 2 && arg.substr(0, 2) == "--" && arg.substr(2) == f.long_name) return &f;
     if (f.short_name != '\0' && arg.size() == 2 && arg[0] == '-' && arg[1] == f.short_name) return &f;
   }
   return nullptr;
+}
+
+// getopt's habits: "-nE 75", "-nE75", "-w5s" become "-n", "-E", "75"... A
+// short flag that takes a value takes the rest of its word, or the next word.
+std::vector<std::string> unbundled(const std::vector<std::string>& args, std::size_t from, Verb verb) {
+  std::vector<std::string> out(args.begin(), args.begin() + static_cast<std::ptrdiff_t>(from));
+  for (std::size_t i = from; i < args.size(); ++i) {
+    const std::string& arg = args[i];
+    if (arg == "--") {
+      out.insert(out.end(), args.begin() + static_cast<std::ptrdiff_t>(i), args.end());
+      break;
+    }
+    if (arg.size() <= 2 || arg[0] != '-' || arg[1] == '-') {
+      out.push_back(arg);
+      continue;
+    }
+    for (std::size_t j = 1; j < arg.size(); ++j) {
+      std::string name = std::string("-") + arg[j];
+      out.push_back(name);
+      const Flag* flag = find_flag(name, bit(verb));
+      if (flag != nullptr && flag->takes_value) {
+        if (j + 1 < arg.size()) out.push_back(arg.substr(j + 1));
+        break;
+      }
+    }
+  }
+  return out;
+}
+
+// Options given before the verb (`redlock -m URI status`) go after it: the
+// verb comes first, and then says which of them it takes.
+std::vector<std::string> verb_first(const std::vector<std::string>& args) {
+  std::size_t i = 0;
+  while (i < args.size() && args[i].size() > 1 && args[i][0] == '-' && args[i] != "--") {
+    std::string_view name = args[i];
+    bool inline_value = name.substr(0, 2) == "--" && name.find('=') != std::string_view::npos;
+    if (inline_value) name = name.substr(0, name.find('='));
+    const Flag* flag = find_flag(name, in_all);
+    if (flag == nullptr || flag->id == Id::help) return args;
+    i += flag->takes_value && !inline_value ? 2 : 1;
+  }
+  if (i == 0 || i >= args.size()) return args;
+  std::vector<std::string> out = {args[i]};
+  out.insert(out.end(), args.begin(), args.begin() + static_cast<std::ptrdiff_t>(i));
+  out.insert(out.end(), args.begin() + static_cast<std::ptrdiff_t>(i) + 1, args.end());
+  return out;
 }
 
 std::string flag_name(const Flag& f) {
@@ -210,6 +264,12 @@ void apply(Invocation& inv, const Flag& f, std::string_view value) {
     case Id::json:
       inv.json = true;
       break;
+    case Id::verbose:
+      inv.verbose = true;
+      break;
+    case Id::password_file:
+      inv.password_file = std::string(value);
+      break;
     case Id::tls_ca:
       inv.options.tls.ca_file = std::string(value);
       break;
@@ -265,16 +325,43 @@ void check_positionals(Invocation& inv, std::vector<std::string>& positional, bo
   if (empty_resource) throw UsageError(verb, "RESOURCE must not be empty");
 }
 
-void check_options(Invocation& inv, const char* masters_env) {
+// The first line of `path`, without its line end.
+std::string read_password(const std::string& path, Verb verb) {
+  std::FILE* file = std::fopen(path.c_str(), "re");
+  if (file == nullptr)
+    throw UsageError(verb, "--password-file: cannot read '" + path + "': " + std::strerror(errno));
+  std::string line;
+  for (int c = std::fgetc(file); c != EOF && c != '\n'; c = std::fgetc(file)) line += static_cast<char>(c);
+  std::fclose(file);
+  if (!line.empty() && line.back() == '\r') line.pop_back();
+  return line;
+}
+
+// A password kept out of argv (where ps shows it) for the masters whose URI has none.
+void apply_password(Invocation& inv, const char* password_env) {
+  std::string password;
+  if (!inv.password_file.empty()) {
+    password = read_password(inv.password_file, inv.verb);
+  } else if (password_env != nullptr) {
+    password = password_env;
+  }
+  if (password.empty()) return;
+  for (Endpoint& e : inv.options.masters) {
+    if (e.password.empty()) e.password = password;
+  }
+}
+
+void check_options(Invocation& inv, const Environment& env) {
   Verb verb = inv.verb;
   if (inv.no_wait && inv.wait) throw UsageError(verb, "-n and -w cannot be used together");
   if (inv.no_wait) inv.wait = milliseconds{0};
-  if (inv.options.masters.empty() && masters_env != nullptr) add_masters_from(masters_env, inv.options, verb);
+  if (inv.options.masters.empty() && env.masters != nullptr) add_masters_from(env.masters, inv.options, verb);
   if (inv.options.masters.empty()) throw UsageError(verb, "no masters: give -m URI or set REDLOCK_MASTERS");
+  apply_password(inv, env.password);
   try {
     inv.options.validate();
   } catch (const std::invalid_argument& e) {
-    throw UsageError(verb, e.what());
+    throw UsageError(verb, in_cli_words(e.what()));
   }
   milliseconds quarantine = inv.options.restart_quarantine;
   if (quarantine.count() > 0 && inv.ttl > quarantine && verb != Verb::release && verb != Verb::status) {
@@ -286,41 +373,80 @@ void check_options(Invocation& inv, const char* masters_env) {
 
 }  // namespace
 
+std::string in_cli_words(std::string text) {
+  // Longest first: "TlsOptions::cert_file and key_file" before "cert_file".
+  static const std::pair<std::string_view, std::string_view> words[] = {
+      {"TlsOptions::cert_file and key_file", "--tls-cert and --tls-key"},
+      {"tls.cert_file and tls.key_file", "--tls-cert and --tls-key"},
+      {"redlock::Options: ", ""},
+      {"TlsOptions::server_name", "--tls-server-name"},
+      {"TlsOptions::ca_file", "--tls-ca"},
+      {"tls.ca_file", "--tls-ca"},
+      {"tls.ca_path", "--tls-ca"},
+      {"tls.cert_file", "--tls-cert"},
+      {"tls.key_file", "--tls-key"},
+      {"give it in the URI, redis://:password@host", "set REDLOCK_PASSWORD or give --password-file FILE"},
+  };
+  for (const auto& [library, cli] : words) {
+    for (auto at = text.find(library); at != std::string::npos; at = text.find(library, at + cli.size()))
+      text.replace(at, library.size(), cli);
+  }
+  return text;
+}
+
 milliseconds parse_duration(std::string_view text, std::string_view what, Verb verb) {
+  auto bad = [&](const std::string& why) { return UsageError(verb, std::string(what) + ": " + why); };
   std::size_t digits = 0;
   while (digits < text.size() && text[digits] >= '0' && text[digits] <= '9') ++digits;
-  std::string_view unit = text.substr(digits);
-  auto bad = [&](const std::string& why) { return UsageError(verb, std::string(what) + ": " + why); };
-  if (digits == 0) {
-    throw bad("'" + std::string(text) +
-              "' is not a duration (write a whole number and a unit: 250ms, 10s, 2m)");
+  std::string_view whole = text.substr(0, digits);
+  std::string_view fraction;
+  if (digits < text.size() && text[digits] == '.') {
+    std::size_t end = digits + 1;
+    while (end < text.size() && text[end] >= '0' && text[end] <= '9') ++end;
+    fraction = text.substr(digits + 1, end - digits - 1);
+    digits = end;
   }
+  std::string_view unit = text.substr(digits);
+  if (whole.empty() && fraction.empty()) {
+    throw bad("'" + std::string(text) + "' is not a duration (write a number and a unit: 250ms, 1.5s, 2m; " +
+              "a bare number is seconds)");
+  }
+  // A bare number is seconds, as flock's -w and timeout(1) take it.
   std::int64_t scale = 0;
   if (unit == "ms") {
     scale = 1;
-  } else if (unit == "s") {
+  } else if (unit == "s" || unit.empty()) {
     scale = 1000;
   } else if (unit == "m") {
     scale = std::int64_t{60} * 1000;
   } else if (unit == "h") {
     scale = std::int64_t{60} * 60 * 1000;
-  } else if (unit.empty()) {
-    throw bad("'" + std::string(text) + "' has no unit (write " + std::string(text) + "s or " +
-              std::string(text) + "ms)");
   } else {
     throw bad("'" + std::string(text) + "': unknown unit (use ms, s, m or h)");
   }
-  std::int64_t value = 0;
-  for (std::size_t i = 0; i < digits; ++i) {
-    value = value * 10 + (text[i] - '0');
-    if (value * scale > max_ms) throw bad("'" + std::string(text) + "' is too long (at most 24 days)");
+  auto too_long = [&] { return bad("'" + std::string(text) + "' is too long (at most 24 days)"); };
+  std::int64_t ms = 0;
+  for (char c : whole) {
+    ms = ms * 10 + (c - '0');
+    if (ms * scale > max_ms) throw too_long();
   }
-  return milliseconds{value * scale};
+  ms *= scale;
+  // The fraction, to the nearest millisecond (digits past the ninth add nothing).
+  std::int64_t numerator = 0;
+  std::int64_t denominator = 1;
+  for (char c : fraction.substr(0, 9)) {
+    numerator = numerator * 10 + (c - '0');
+    denominator *= 10;
+  }
+  ms += (numerator * scale + denominator / 2) / denominator;
+  if (ms > max_ms) throw too_long();
+  return milliseconds{ms};
 }
 
-Invocation parse(const std::vector<std::string>& args, const char* masters_env) {
+Invocation parse(const std::vector<std::string>& given, const Environment& env) {
   Invocation inv;
-  if (args.empty()) throw UsageError(Verb::help, "no command given");
+  if (given.empty()) throw UsageError(Verb::help, "no command given");
+  std::vector<std::string> args = verb_first(given);
   const std::string& first = args[0];
   if (first == "--help" || first == "-h") return inv;
   if (first == "--version") {
@@ -343,6 +469,7 @@ Invocation parse(const std::vector<std::string>& args, const char* masters_env) 
     return inv;
   }
 
+  args = unbundled(args, 1, inv.verb);
   std::vector<std::string> positional;
   bool saw_dashes = false;
   for (std::size_t i = 1; i < args.size(); ++i) {
@@ -363,7 +490,7 @@ Invocation parse(const std::vector<std::string>& args, const char* masters_env) 
       inline_value = name.substr(eq + 1);
       name = name.substr(0, eq);
     }
-    const Flag* flag = find_flag(name, inv.verb);
+    const Flag* flag = find_flag(name, bit(inv.verb));
     if (flag == nullptr) {
       throw UsageError(
           inv.verb, "unknown option '" + std::string(name) + "' for 'redlock " + verb_name(inv.verb) + "'");
@@ -388,7 +515,7 @@ Invocation parse(const std::vector<std::string>& args, const char* masters_env) 
     apply(inv, *flag, value);
   }
   check_positionals(inv, positional, saw_dashes);
-  check_options(inv, masters_env);
+  check_options(inv, env);
   return inv;
 }
 
@@ -419,13 +546,16 @@ constexpr const char* masters_help =
     "                           rediss://... (TLS) or unix:///path[?db=N]; repeat\n"
     "                           for each (N >= 1, odd recommended). Default:\n"
     "                           $REDLOCK_MASTERS, URIs separated by commas.\n"
+    "  --password-file FILE     the password of masters whose URI has none: the\n"
+    "                           file's first line. Default: $REDLOCK_PASSWORD.\n"
+    "                           (A password in a URI shows in ps.) CMD sees\n"
+    "                           neither variable.\n"
     "  --connect-timeout D      connect and handshake per master (200ms)\n"
     "  --command-timeout D      one master's reply (50ms)\n"
-    "  --key-prefix TEXT        key on each master = TEXT + RESOURCE\n"
+    "  --key-prefix TEXT        key on each master = TEXT + {RESOURCE}\n"
     "  --quarantine D           a restarted master votes only after D (0: off);\n"
-    "                           --ttl must not exceed it\n"
-    "  --fencing                run, acquire: also take a fencing token, a number\n"
-    "                           that grows with every grant (REDLOCK_FENCING_TOKEN)\n"
+    "                           a longer ttl is refused\n"
+
     "  --tls-ca FILE            rediss://: trust the CAs in FILE (PEM) rather than\n"
     "                           the system's store\n"
     "  --tls-cert FILE          rediss://: client certificate (PEM), with --tls-key\n"
@@ -434,14 +564,18 @@ constexpr const char* masters_help =
     "                           (default: each master's host)\n"
     "  --tls-insecure           rediss://: do not verify the masters' certificates\n"
     "  -h, --help               this help\n"
-    "Durations are a whole number and a unit: 250ms, 10s, 2m, 1h.\n";
+    "Durations are a number and a unit: 250ms, 1.5s, 2m, 1h; a bare number is\n"
+    "seconds (-w 10, as with flock). Short options bundle as with getopt (-nE 75,\n"
+    "-w5s), and the options every command takes may come before it\n"
+    "(redlock -m URI status).\n";
 
 constexpr const char* exit_help =
     "Exit status:\n"
     "  0    success (run: CMD's own status instead, 128+N if a signal N ended it)\n"
     "  1    not acquired within the wait (-E N changes it); extend, release: not held\n"
+    "  2    status: a quorum of masters votes, but not all (degraded)\n"
     "  64   bad usage\n"
-    "  69   too few masters reachable to form a quorum\n"
+    "  69   too few masters reachable to form a quorum (status: too few vote)\n"
     "  70   an internal error\n"
     "  75   run: the lock was lost while CMD ran; CMD was stopped\n"
     "  126  run: CMD could not be executed\n"
@@ -475,7 +609,10 @@ std::string help_text(Verb verb) {
           "  -n, --nonblock           one attempt; exit 1 if another holder has it\n"
           "  -w, --wait D             wait at most D (default: without end)\n"
           "  -E, --conflict-exit-code N  exit status when not acquired (1)\n"
-          "  --kill-after D           SIGTERM to SIGKILL after a lost lock, at most (10s)\n";
+          "  -v, --verbose            say on stderr when the lock was not acquired\n"
+          "  --kill-after D           SIGTERM to SIGKILL after a lost lock, at most (10s)\n"
+          "  --fencing                also take a fencing token, a number that grows\n"
+          "                           with every grant (REDLOCK_FENCING_TOKEN)\n";
       break;
     case Verb::acquire:
       text +=
@@ -490,7 +627,9 @@ std::string help_text(Verb verb) {
           "  --ttl D                  lock time to live (30s)\n"
           "  -n, --nonblock           one attempt\n"
           "  -w, --wait D             wait at most D (default: without end)\n"
-          "  -E, --conflict-exit-code N  exit status when not acquired (1)\n";
+          "  -E, --conflict-exit-code N  exit status when not acquired (1)\n"
+          "  -v, --verbose            say on stderr when the lock was not acquired\n"
+          "  --fencing                also take a fencing token (REDLOCK_FENCING_TOKEN)\n";
       break;
     case Verb::extend:
       text +=

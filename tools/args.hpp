@@ -21,6 +21,7 @@ enum class Verb { run, acquire, extend, release, status, help, version };
 /// where it has one (1 for a conflict); sysexits.h otherwise.
 namespace exit_status {
 constexpr int conflict = 1;      // not acquired within the wait (-E changes it); extend/release: not held
+constexpr int degraded = 2;      // status: a quorum votes, but not every master
 constexpr int usage = 64;        // EX_USAGE: bad arguments
 constexpr int unavailable = 69;  // EX_UNAVAILABLE: too few masters reachable for a quorum
 constexpr int software = 70;     // EX_SOFTWARE: anything else that went wrong inside
@@ -52,6 +53,11 @@ struct Invocation {
   /// run: how long CMD has between SIGTERM and SIGKILL after a loss.
   std::chrono::milliseconds kill_after{10000};
   bool json = false;
+  /// run, acquire: say on stderr when the lock was not acquired (a conflict
+  /// is silent otherwise, as with flock -n).
+  bool verbose = false;
+  /// --password-file: where the masters' password is (first line).
+  std::string password_file;
 };
 
 /// Bad input: what() is one line naming what is wrong; verb says which usage
@@ -62,13 +68,28 @@ class UsageError : public std::runtime_error {
   Verb verb;
 };
 
+/// A message of the library's, with the names of its options (TlsOptions
+/// fields, a password in the URI) said as this command's flags.
+std::string in_cli_words(std::string text);
+
 /// `250ms`, `10s`, `2m`, `1h`: decimal digits and a unit. Throws UsageError
 /// (naming `what`) for anything else or above 2^31-1 ms.
 std::chrono::milliseconds parse_duration(std::string_view text, std::string_view what, Verb verb);
 
-/// Parses argv after the program name. `masters_env` is REDLOCK_MASTERS (may
-/// be null): comma-separated URIs used when no -m is given. Throws UsageError.
-Invocation parse(const std::vector<std::string>& args, const char* masters_env);
+/// What the environment gives the command line.
+struct Environment {
+  const char* masters = nullptr;   // REDLOCK_MASTERS: URIs separated by commas, used without -m
+  const char* password = nullptr;  // REDLOCK_PASSWORD: for masters whose URI has none
+};
+
+/// Parses argv after the program name; throws UsageError for bad input. A
+/// master whose URI has no password gets --password-file's (its first line),
+/// else REDLOCK_PASSWORD.
+Invocation parse(const std::vector<std::string>& args, const Environment& env);
+/// The same, with REDLOCK_MASTERS only.
+inline Invocation parse(const std::vector<std::string>& args, const char* masters_env) {
+  return parse(args, Environment{masters_env, nullptr});
+}
 
 /// "usage: redlock run [options] RESOURCE -- CMD [ARGS...]"
 std::string usage_line(Verb verb);

@@ -31,7 +31,9 @@ Lock named_lock(const Invocation& inv, std::chrono::steady_clock::time_point val
 // eval succeeds, and a `set -e` script would go on without the lock.
 int print_or_fail(std::error_code error, const Lock& lock, const Invocation& inv, const char* what) {
   if (error) {
-    complain(std::string(what) + " '" + inv.resource + "': " + error.message());
+    bool conflict = error == errc::timeout || error == errc::not_acquired;
+    if (!conflict || inv.verbose || inv.verb != Verb::acquire)
+      complain(std::string(what) + " '" + inv.resource + "': " + error.message());
     std::fputs("false\n", stdout);
     return status_for(error, inv.conflict_exit);
   }

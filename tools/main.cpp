@@ -1,5 +1,8 @@
 // redlock: a distributed flock(1). See `redlock --help` and README.md.
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
@@ -44,14 +47,19 @@ int dispatch(const cli::Invocation& inv) {
 
 int main(int argc, char** argv) {
   // `redlock run` starts CMD through this same binary (see guardian.hpp).
-  if (argc > 2 && std::string(argv[1]) == cli::guard_arg) return cli::guard(argv + 2);
+  if (argc > 3 && std::string(argv[1]) == cli::guard_arg) return cli::guard(argv + 2);
+  // A closed standard descriptor would be taken by the first one we open
+  // (libuv's, a socket) and handed to CMD, or closed as ours: /dev/null stands in.
+  for (int fd = 0; fd <= 2; ++fd) {
+    if (fcntl(fd, F_GETFD) < 0 && open("/dev/null", O_RDWR) != fd) return cli::exit_status::software;
+  }
   // A master dying mid-write must cost a vote, not this process. CMD does
   // not inherit this: libuv resets every signal's disposition in the child.
   std::signal(SIGPIPE, SIG_IGN);
   std::vector<std::string> args(argv + 1, argv + argc);
   cli::Invocation inv;
   try {
-    inv = cli::parse(args, std::getenv("REDLOCK_MASTERS"));
+    inv = cli::parse(args, cli::Environment{std::getenv("REDLOCK_MASTERS"), std::getenv("REDLOCK_PASSWORD")});
   } catch (const cli::UsageError& e) {
     std::fprintf(stderr, "redlock: %s\n%s\n", e.what(), cli::usage_line(e.verb).c_str());
     // What `eval "$(redlock acquire ...)"` must fail on, as a refusal does.
@@ -62,7 +70,8 @@ int main(int argc, char** argv) {
     return dispatch(inv);
   } catch (const std::invalid_argument& e) {
     // Options the library refused when it set up: a TLS file it cannot use.
-    std::fprintf(stderr, "redlock: %s\n", e.what());
+    std::fprintf(stderr, "redlock: %s\n", cli::in_cli_words(e.what()).c_str());
+    if (inv.verb == cli::Verb::acquire || inv.verb == cli::Verb::extend) std::puts("false");
     return cli::exit_status::usage;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "redlock: %s\n", e.what());

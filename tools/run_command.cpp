@@ -3,7 +3,6 @@
 #include <redlock/error.hpp>
 
 #include <fcntl.h>
-#include <pthread.h>
 #include <termios.h>
 #include <unistd.h>
 
@@ -30,16 +29,22 @@ namespace {
 
 using std::chrono::milliseconds;
 
-// Every signal whose default would end `redlock run` (and so orphan CMD's
-// work without renewals): passed on to CMD's whole process group.
-constexpr std::array<int, 12> forwarded = {SIGINT,  SIGTERM,   SIGHUP,  SIGQUIT, SIGUSR1, SIGUSR2,
-                                           SIGALRM, SIGVTALRM, SIGPROF, SIGXCPU, SIGXFSZ, SIGPWR};
+// Every signal whose default would end `redlock run` and that another
+// process sends (faults such as SIGSEGV are left alone): passed on to every
+// process of CMD's. Should one still end us, the guardian kills CMD's.
+std::vector<int> forwarded() {
+  std::vector<int> signals = {SIGINT,    SIGTERM, SIGHUP,  SIGQUIT, SIGUSR1, SIGUSR2,  SIGALRM,
+                              SIGVTALRM, SIGPROF, SIGXCPU, SIGXFSZ, SIGPWR,  SIGSTKFLT};
+  for (int signum = SIGRTMIN; signum <= SIGRTMAX; ++signum) signals.push_back(signum);
+  return signals;
+}
 
-// What CMD finds in its environment; inherited copies of these are dropped so
-// a nested run cannot see its parent's lock.
-constexpr std::array<const char*, 5> lock_variables = {
-    "REDLOCK_RESOURCE=", "REDLOCK_VALUE=", "REDLOCK_TTL_MS=", "REDLOCK_VALIDITY_MS=",
-    "REDLOCK_FENCING_TOKEN="};
+// Dropped from CMD's environment: our lock's variables (CMD gets its own,
+// so a nested run cannot see its parent's lock), and the masters and their
+// password, which CMD has no business with.
+constexpr std::array<const char*, 7> lock_variables = {
+    "REDLOCK_RESOURCE=",      "REDLOCK_VALUE=",   "REDLOCK_TTL_MS=",  "REDLOCK_VALIDITY_MS=",
+    "REDLOCK_FENCING_TOKEN=", "REDLOCK_MASTERS=", "REDLOCK_PASSWORD="};
 
 std::vector<std::string> child_environment(const Lock& lock) {
   std::vector<std::string> env;
@@ -78,14 +83,22 @@ class Runner {
       : inv_(inv), session_(inv.options), line_(session_.loop(), inv.options, inv.resource) {}
 
   int run() {
-    for (std::size_t i = 0; i < forwarded.size(); ++i) {
-      signals_[i] = Handle<uv_signal_t>(session_.loop(), this, uv_signal_init);
+    for (int signum : forwarded()) {
+      signals_.push_back(Handle<uv_signal_t>(session_.loop(), this, uv_signal_init));
       uv_signal_start(
-          signals_[i].get(), [](uv_signal_t* h, int signum) { owner_of<Runner>(h)->on_signal(signum); },
-          forwarded[i]);
+          signals_.back().get(), [](uv_signal_t* h, int n) { owner_of<Runner>(h)->on_signal(n); }, signum);
     }
+    // Once CMD's group has the terminal we are in the background, and with
+    // `stty tostop` a line on stderr would stop us (and our renewals).
+    std::signal(SIGTTOU, SIG_IGN);
+    std::signal(SIGTTIN, SIG_IGN);
     acquire();
     session_.run();
+    if (died_of_ == SIGINT && status_ == 128 + SIGINT) {
+      // As CMD did: a shell running us in a loop then stops too.
+      std::signal(SIGINT, SIG_DFL);
+      std::raise(SIGINT);
+    }
     return status_;
   }
 
@@ -108,10 +121,12 @@ class Runner {
     // it expires after its ttl.
     if (interrupted_) return;
     if (ec) {
-      if (ec == errc::timeout) {
+      // Another holder is no error to report (flock -n is silent), unless asked.
+      bool conflict = ec == errc::timeout || ec == errc::not_acquired;
+      if (ec == errc::timeout && inv_.verbose) {
         complain("'" + inv_.resource + "' is held by another owner; gave up after " +
                  duration_text(*inv_.wait));
-      } else {
+      } else if (!conflict || inv_.verbose) {
         complain("'" + inv_.resource + "': " + ec.message());
       }
       status_ = status_for(ec, inv_.conflict_exit);
@@ -131,9 +146,11 @@ class Runner {
   }
 
   // CMD must be gone before the lock's validity ends: unless a renewal moves
-  // it on, its group gets SIGKILL `margin` before.
+  // it on, every process of CMD's gets SIGKILL `margin` before. The guardian
+  // keeps the same deadline, so it holds while this process is stopped too.
   void arm_deadline(std::chrono::steady_clock::time_point valid_until) {
     if (!running_) return;
+    tell_guardian(guard_deadline(valid_until - kill_margin()));
     if (!deadline_timer_) deadline_timer_ = make_timer(session_.loop(), this);
     auto left = std::chrono::duration_cast<milliseconds>(valid_until - std::chrono::steady_clock::now()) -
                 kill_margin();
@@ -148,40 +165,45 @@ class Runner {
     if (!running_) return;
     if (!lost_) lost_ = make_error_code(errc::expired);
     complain("the lock on '" + inv_.resource + "' is valid for " + std::to_string(kill_margin().count()) +
-             " ms more and no renewal succeeded; sending SIGKILL to " + inv_.command[0] + "'s process group");
-    signal_group(SIGKILL);
+             " ms more and no renewal succeeded; sending SIGKILL to " + inv_.command[0] +
+             " and all it started");
+    tell_guardian(guard_signal(SIGKILL));
   }
 
-  // CMD's process group: the guardian's pid (see guardian.hpp). A signal that
-  // comes before the guardian made its group finds no group: CMD has not
-  // started, and the guardian is stopped instead, so it never starts.
-  void signal_group(int signum) {
-    if (!running_) return;
-    pid_t group = child_.get()->pid;
-    if (kill(-group, signum) != 0 && errno == ESRCH) uv_process_kill(child_.get(), SIGKILL);
+  // The guardian passes it on to every process of CMD's (see guardian.hpp).
+  // A line is far below the pipe's buffer; a full pipe means the guardian is
+  // stuck, and its deadline still holds.
+  void tell_guardian(const std::string& line) {
+    if (watch_ >= 0) static_cast<void>(write(watch_, line.data(), line.size()));
   }
 
   // CMD runs under a guardian, our own binary (see guardian.hpp), which
-  // watches the read end of `watch` (its descriptor guard_fd).
+  // watches the read end of a pipe: a descriptor above the ones a caller
+  // hands CMD (3, 4...), given to it on its command line.
   void spawn() {
     std::vector<std::string> env = child_environment(*lock_);
-    std::vector<std::string> args = {"redlock", guard_arg};
-    args.insert(args.end(), inv_.command.begin(), inv_.command.end());
-    std::vector<char*> env_ptrs = pointers(env);
-    std::vector<char*> arg_ptrs = pointers(args);
     int watch[2];
-    if (pipe2(watch, O_CLOEXEC) != 0) {
+    if (pipe2(watch, O_CLOEXEC | O_NONBLOCK) != 0) {
       spawn_failed(uv_translate_sys_error(errno));
       return;
     }
     watch_ = watch[1];
-    std::array<uv_stdio_container_t, guard_fd + 1> stdio{};
+    constexpr int high_fd = 100;
+    int inherited = fcntl(watch[0], F_DUPFD, high_fd);  // without FD_CLOEXEC: the guardian gets it
+    close(watch[0]);
+    if (inherited < 0) {
+      spawn_failed(uv_translate_sys_error(errno));
+      return;
+    }
+    std::vector<std::string> args = {"redlock", guard_arg, std::to_string(inherited)};
+    args.insert(args.end(), inv_.command.begin(), inv_.command.end());
+    std::vector<char*> env_ptrs = pointers(env);
+    std::vector<char*> arg_ptrs = pointers(args);
+    std::array<uv_stdio_container_t, 3> stdio{};
     for (int fd = 0; fd < 3; ++fd) {
       stdio[fd].flags = UV_INHERIT_FD;
       stdio[fd].data.fd = fd;
     }
-    stdio[guard_fd].flags = UV_INHERIT_FD;
-    stdio[guard_fd].data.fd = watch[0];
     uv_process_options_t options{};
     options.file = "/proc/self/exe";
     options.args = arg_ptrs.data();
@@ -195,7 +217,7 @@ class Runner {
     // made first and closed either way.
     child_ = Handle<uv_process_t>(session_.loop(), this, [](uv_loop_t*, uv_process_t*) { return 0; });
     int rc = uv_spawn(session_.loop(), child_.get(), &options);
-    close(watch[0]);
+    close(inherited);
     child_.get()->data = this;
     if (rc != 0) {
       spawn_failed(rc);
@@ -213,7 +235,7 @@ class Runner {
 
   void on_signal(int signum) {
     if (running_) {
-      signal_group(signum);
+      tell_guardian(guard_signal(signum));
       return;
     }
     if (lock_ || interrupted_) return;  // releasing already
@@ -224,12 +246,10 @@ class Runner {
     finish();
   }
 
-  // The guardian exited: CMD has. What CMD left in its group (a job put in
-  // the background) must not outlive the lock.
+  // The guardian exited: CMD has, and the guardian killed whatever CMD left.
   void on_exit(std::int64_t status, int term_signal) {
-    pid_t group = child_.get()->pid;
-    kill(-group, SIGKILL);
-    take_terminal_back(group);
+    died_of_ = term_signal;
+    take_terminal_back(child_.get()->pid);
     running_ = false;
     kill_timer_.close();
     deadline_timer_.close();
@@ -238,23 +258,20 @@ class Runner {
     release();
   }
 
-  // A guardian killed with its group had no time to give the terminal back.
+  // A guardian killed from outside had no time to give the terminal back.
   static void take_terminal_back(pid_t group) {
-    if (isatty(STDIN_FILENO) == 0 || tcgetpgrp(STDIN_FILENO) != group) return;
-    sigset_t ttou, old;
-    sigemptyset(&ttou);
-    sigaddset(&ttou, SIGTTOU);
-    pthread_sigmask(SIG_BLOCK, &ttou, &old);
-    tcsetpgrp(STDIN_FILENO, getpgrp());
-    pthread_sigmask(SIG_SETMASK, &old, nullptr);
+    int tty = open("/dev/tty", O_RDWR | O_CLOEXEC | O_NOCTTY);
+    if (tty < 0) return;
+    if (tcgetpgrp(tty) == group) tcsetpgrp(tty, getpgrp());  // SIGTTOU is ignored while CMD runs
+    close(tty);
   }
 
   void on_lost(std::error_code why) {
     lost_ = why;
     if (!running_) return;
     complain("lost the lock on '" + inv_.resource + "' (" + why.message() + "); sending SIGTERM to " +
-             inv_.command[0] + "'s process group (" + std::to_string(child_.get()->pid) + ")");
-    signal_group(SIGTERM);
+             inv_.command[0] + " and all it started");
+    tell_guardian(guard_signal(SIGTERM));
     kill_timer_ = make_timer(session_.loop(), this);
     uv_timer_start(
         kill_timer_.get(), [](uv_timer_t* h) { owner_of<Runner>(h)->on_kill_after(); },
@@ -265,7 +282,7 @@ class Runner {
     if (!running_) return;
     complain(inv_.command[0] + " still running " + duration_text(inv_.kill_after) +
              " after SIGTERM; sending SIGKILL");
-    signal_group(SIGKILL);
+    tell_guardian(guard_signal(SIGKILL));
   }
 
   // After a loss too: our value may remain on some masters (the keep left it).
@@ -294,11 +311,12 @@ class Runner {
   // close into its loop.
   Session session_;
   WaitLine line_;
-  std::array<Handle<uv_signal_t>, forwarded.size()> signals_;
+  std::vector<Handle<uv_signal_t>> signals_;
   Handle<uv_process_t> child_;
   Timer kill_timer_;
   Timer deadline_timer_;
-  int watch_ = -1;  // the write end of the guardian's pipe: closed, the guardian kills CMD's group
+  int died_of_ = 0;  // the signal that ended the guardian (CMD's, for SIGINT)
+  int watch_ = -1;   // the write end of the guardian's pipe: closed, the guardian kills all of CMD's
   std::optional<Lock> lock_;
   std::error_code lost_;
   bool running_ = false;

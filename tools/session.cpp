@@ -25,7 +25,7 @@ void Loop::run() {
 }
 
 Options with_diagnostics(Options options) {
-  options.diagnostics = [](std::string_view line) { complain(std::string(line)); };
+  options.diagnostics = [](std::string_view line) { complain(in_cli_words(std::string(line))); };
   return options;
 }
 

@@ -160,7 +160,9 @@ int status_command(const Invocation& inv) {
     return status_for(error, exit_status::conflict);
   }
   std::fputs((inv.json ? status_json(result) : status_text(result)).c_str(), stdout);
-  return voting(result) >= majority(result.masters.size()) ? 0 : exit_status::unavailable;
+  std::size_t votes = voting(result);
+  if (votes == result.masters.size()) return 0;
+  return votes >= majority(result.masters.size()) ? exit_status::degraded : exit_status::unavailable;
 }
 
 }  // namespace redlock::cli

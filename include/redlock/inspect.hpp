@@ -33,8 +33,10 @@ struct MasterReport {
   std::string endpoint;
   /// Answered PING within the deadline.
   bool reachable = false;
-  /// Why not: no answer within the deadline, the connection lost, or the
-  /// master's error reply (NOAUTH, LOADING...). Empty when reachable.
+  /// Why not: what the connection said (connection refused, a DNS, TLS or
+  /// AUTH failure: as MasterError::cause), else no answer within the
+  /// deadline or the connection lost, or the master's error reply (NOAUTH,
+  /// LOADING...). Empty when reachable.
   std::string error;
   /// INFO's role ("master", "slave"); only a master votes.
   std::string role;
