@@ -721,3 +721,22 @@ TEST_CASE("standard descriptors: a closed stdin is no crash, and the caller's fd
   CHECK(fd3.status == 0);
   CHECK(read_file(dir / "out") == "via-fd3\n");
 }
+
+TEST_CASE("the guardian killed from outside: redlock kills what it left before releasing",
+          "[cli][run-safety]") {
+  Cluster masters(3);
+  Dir dir;
+  std::vector<std::string> args = {"jobs"};
+  for (auto& a : shell_with_work(dir / "work")) args.push_back(a);
+  Command run(command_line("run", masters, args));
+  REQUIRE(eventually([&] { return has_line(dir / "work"); }, 10s));
+  pid_t work = read_pid(dir / "work");
+  // redlock's only child is the guardian.
+  std::string children =
+      read_file("/proc/" + std::to_string(run.pid()) + "/task/" + std::to_string(run.pid()) + "/children");
+  REQUIRE_FALSE(children.empty());
+  ::kill(static_cast<pid_t>(std::stol(children)), SIGKILL);
+  CHECK(run.wait(10s) == 128 + SIGKILL);
+  CHECK(process_gone(work));
+  CHECK(held_nowhere(masters, "{jobs}"));
+}

@@ -107,19 +107,6 @@ void signal_all(int signum) {
   for (pid_t pid : descendants()) kill(pid, signum);
 }
 
-// Kills and reaps every descendant; false if some remained after a while.
-bool kill_all() {
-  for (int round = 0; round < 200; ++round) {
-    std::vector<pid_t> left = descendants();
-    for (pid_t pid : left) kill(pid, SIGKILL);
-    while (waitpid(-1, nullptr, WNOHANG) > 0) {
-    }
-    if (left.empty()) return true;
-    usleep(5000);
-  }
-  return false;
-}
-
 // Orphans of CMD's that ended (we subreap them): reaped as they come, CMD
 // itself left for the caller.
 void reap_orphans(pid_t child) {
@@ -132,7 +119,7 @@ void reap_orphans(pid_t child) {
 }
 
 [[noreturn]] void lost(int tty, pid_t give_back) {
-  kill_all();
+  kill_descendants();
   give_terminal_back(tty, give_back);
   _exit(exit_status::lost);
 }
@@ -164,6 +151,18 @@ bool read_orders(int watch, std::string& pending, std::int64_t& deadline) {
 }
 
 }  // namespace
+
+bool kill_descendants() {
+  for (int round = 0; round < 200; ++round) {
+    std::vector<pid_t> left = descendants();
+    for (pid_t pid : left) kill(pid, SIGKILL);
+    while (waitpid(-1, nullptr, WNOHANG) > 0) {
+    }
+    if (left.empty()) return true;
+    usleep(5000);
+  }
+  return false;
+}
 
 std::string guard_signal(int signum) {
   return "signal " + std::to_string(signum) + "\n";
@@ -217,7 +216,7 @@ int guard(char** argv) {
     if (waitpid(child, &status, WNOHANG) == child) break;
     reap_orphans(child);
   }
-  kill_all();
+  kill_descendants();
   give_terminal_back(tty, give_back);
   if (WIFSIGNALED(status)) {
     int signum = WTERMSIG(status);

@@ -25,6 +25,11 @@ constexpr const char* guard_arg = "--internal-guard";
 /// The guardian's main: `argv` holds FD and then CMD's argv, null-terminated.
 int guard(char** argv);
 
+/// Kills (SIGKILL) and reaps every descendant of this process, found through
+/// /proc: for a child subreaper, everything its children ever started. False
+/// if some were still there after a second.
+bool kill_descendants();
+
 /// What `redlock run` writes to the guardian, one line each.
 /// Send `signum` to every process of CMD's.
 std::string guard_signal(int signum);

@@ -3,6 +3,7 @@
 #include <redlock/error.hpp>
 
 #include <fcntl.h>
+#include <sys/prctl.h>
 #include <termios.h>
 #include <unistd.h>
 
@@ -92,6 +93,8 @@ class Runner {
     // `stty tostop` a line on stderr would stop us (and our renewals).
     std::signal(SIGTTOU, SIG_IGN);
     std::signal(SIGTTIN, SIG_IGN);
+    // Should the guardian itself be killed, CMD's processes become ours.
+    prctl(PR_SET_CHILD_SUBREAPER, 1);
     acquire();
     session_.run();
     if (died_of_ == SIGINT && status_ == 128 + SIGINT) {
@@ -243,12 +246,16 @@ class Runner {
     interrupted_ = true;
     line_.stop();
     status_ = 128 + signum;
+    died_of_ = signum;
     finish();
   }
 
   // The guardian exited: CMD has, and the guardian killed whatever CMD left.
+  // A guardian killed from outside could not: what it left is ours now (we
+  // subreap too), and nothing of it may outlive the lock.
   void on_exit(std::int64_t status, int term_signal) {
     died_of_ = term_signal;
+    if (!kill_descendants()) complain("some of " + inv_.command[0] + "'s processes would not die");
     take_terminal_back(child_.get()->pid);
     running_ = false;
     kill_timer_.close();
@@ -315,7 +322,7 @@ class Runner {
   Handle<uv_process_t> child_;
   Timer kill_timer_;
   Timer deadline_timer_;
-  int died_of_ = 0;  // the signal that ended the guardian (CMD's, for SIGINT)
+  int died_of_ = 0;  // the signal that ended the guardian (CMD's) or our wait
   int watch_ = -1;   // the write end of the guardian's pipe: closed, the guardian kills all of CMD's
   std::optional<Lock> lock_;
   std::error_code lost_;
