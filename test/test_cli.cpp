@@ -538,6 +538,20 @@ pid_t read_pid(const std::string& path) {
   return static_cast<pid_t>(std::stol(read_file(path)));
 }
 
+// The pid shell_with_work's work wrote to `path`, once it runs.
+pid_t await_work(const std::string& path) {
+  REQUIRE(eventually([&] { return has_line(path); }, 10s));
+  return read_pid(path);
+}
+
+// The guardian: the only child of `redlock run`.
+pid_t guardian_of(const Command& run) {
+  std::string pid = std::to_string(run.pid());
+  std::string children = read_file("/proc/" + pid + "/task/" + pid + "/children");
+  REQUIRE_FALSE(children.empty());
+  return static_cast<pid_t>(std::stol(children));
+}
+
 }  // namespace
 
 // Issue 22, item 1.
@@ -548,8 +562,7 @@ TEST_CASE("a lost lock stops CMD's whole process group before anyone else gets t
   std::vector<std::string> args = {"--ttl", "900ms", "jobs"};
   for (auto& a : shell_with_work(dir / "work")) args.push_back(a);
   Command run(command_line("run", masters, args));
-  REQUIRE(eventually([&] { return has_line(dir / "work"); }, 10s));
-  pid_t work = read_pid(dir / "work");
+  pid_t work = await_work(dir / "work");
   for (std::size_t i = 1; i < 3; ++i) masters[i].pause();
   CHECK(run.wait(10s) == 75);
   CHECK(process_gone(work));
@@ -591,8 +604,7 @@ TEST_CASE("redlock run dies: CMD's group stops within a second; signals it would
     std::vector<std::string> args = {"jobs"};
     for (auto& a : shell_with_work(dir / "work")) args.push_back(a);
     Command run(command_line("run", masters, args));
-    REQUIRE(eventually([&] { return has_line(dir / "work"); }, 10s));
-    pid_t work = read_pid(dir / "work");
+    pid_t work = await_work(dir / "work");
     ::kill(run.pid(), SIGKILL);
     CHECK(eventually([&] { return process_gone(work); }, 1s));
   }
@@ -665,8 +677,7 @@ TEST_CASE("a CMD that moves its work to another process group is still stopped w
   Command run(command_line("run", masters,
                            {"--ttl", "900ms", "jobs", "--", "timeout", "60", "/bin/sh", "-c",
                             "sleep 30 & echo $! > \"$0\"; trap '' TERM; wait", dir / "work"}));
-  REQUIRE(eventually([&] { return has_line(dir / "work"); }, 10s));
-  pid_t work = read_pid(dir / "work");
+  pid_t work = await_work(dir / "work");
   for (std::size_t i = 1; i < 3; ++i) masters[i].pause();
   CHECK(run.wait(10s) == 75);
   CHECK(process_gone(work));
@@ -680,8 +691,7 @@ TEST_CASE("redlock stopped: the guardian still kills CMD before the lock's valid
   std::vector<std::string> args = {"--ttl", "1s", "jobs"};
   for (auto& a : shell_with_work(dir / "work")) args.push_back(a);
   Command run(command_line("run", masters, args));
-  REQUIRE(eventually([&] { return has_line(dir / "work"); }, 10s));
-  pid_t work = read_pid(dir / "work");
+  pid_t work = await_work(dir / "work");
   auto stopped = std::chrono::steady_clock::now();
   ::kill(run.pid(), SIGSTOP);  // no renewals, no timers: only the guardian is left to act
   CHECK(eventually([&] { return process_gone(work); }, 3s));
@@ -729,14 +739,24 @@ TEST_CASE("the guardian killed from outside: redlock kills what it left before r
   std::vector<std::string> args = {"jobs"};
   for (auto& a : shell_with_work(dir / "work")) args.push_back(a);
   Command run(command_line("run", masters, args));
-  REQUIRE(eventually([&] { return has_line(dir / "work"); }, 10s));
-  pid_t work = read_pid(dir / "work");
-  // redlock's only child is the guardian.
-  std::string children =
-      read_file("/proc/" + std::to_string(run.pid()) + "/task/" + std::to_string(run.pid()) + "/children");
-  REQUIRE_FALSE(children.empty());
-  ::kill(static_cast<pid_t>(std::stol(children)), SIGKILL);
+  pid_t work = await_work(dir / "work");
+  ::kill(guardian_of(run), SIGKILL);
   CHECK(run.wait(10s) == 128 + SIGKILL);
   CHECK(process_gone(work));
   CHECK(held_nowhere(masters, "{jobs}"));
+}
+
+TEST_CASE("a stopped guardian: redlock kills CMD's processes itself when the lock is lost",
+          "[cli][run-safety]") {
+  Cluster masters(3);
+  Dir dir;
+  std::vector<std::string> args = {"--ttl", "900ms", "jobs"};
+  for (auto& a : shell_with_work(dir / "work")) args.push_back(a);
+  Command run(command_line("run", masters, args));
+  pid_t work = await_work(dir / "work");
+  ::kill(guardian_of(run), SIGSTOP);
+  for (std::size_t i = 1; i < 3; ++i) masters[i].pause();
+  CHECK(run.wait(10s) == 75);
+  CHECK(process_gone(work));
+  for (std::size_t i = 1; i < 3; ++i) masters[i].resume();
 }

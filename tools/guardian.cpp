@@ -18,7 +18,6 @@
 #include <fstream>
 #include <map>
 #include <string>
-#include <vector>
 
 #include "args.hpp"
 
@@ -71,26 +70,29 @@ void give_terminal_back(int tty, pid_t give_back) {
   if (tty >= 0 && give_back > 0 && tcgetpgrp(tty) == getpgrp()) tcsetpgrp(tty, give_back);
 }
 
+// A process's parent, from /proc; 0 when it is gone.
+pid_t parent_of(pid_t pid) {
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string text((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
+  auto close = text.rfind(')');
+  if (close == std::string::npos || close + 4 >= text.size()) return 0;
+  // After "pid (comm) ": the state, then the parent's pid.
+  return static_cast<pid_t>(std::strtol(text.c_str() + close + 4, nullptr, 10));
+}
+
 // Every process whose chain of parents leads to us (our subreaping makes
 // orphans our children), read from /proc.
-std::vector<pid_t> descendants() {
+std::map<pid_t, pid_t> descendants() {
   std::map<pid_t, pid_t> parent;
   if (DIR* proc = opendir("/proc")) {
     while (dirent* entry = readdir(proc)) {
       char* end = nullptr;
       long pid = std::strtol(entry->d_name, &end, 10);
-      if (pid <= 0 || *end != '\0') continue;
-      std::ifstream stat(std::string("/proc/") + entry->d_name + "/stat");
-      std::string text((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
-      auto close = text.rfind(')');
-      if (close == std::string::npos || close + 4 >= text.size()) continue;
-      // After "pid (comm) ": the state, then the parent's pid.
-      parent[static_cast<pid_t>(pid)] =
-          static_cast<pid_t>(std::strtol(text.c_str() + close + 4, nullptr, 10));
+      if (pid > 0 && *end == '\0') parent[static_cast<pid_t>(pid)] = parent_of(static_cast<pid_t>(pid));
     }
     closedir(proc);
   }
-  std::vector<pid_t> found;
+  std::map<pid_t, pid_t> found;
   pid_t self = getpid();
   for (const auto& [pid, ppid] : parent) {
     pid_t up = ppid;
@@ -98,13 +100,32 @@ std::vector<pid_t> descendants() {
       auto it = parent.find(up);
       up = it == parent.end() ? 0 : it->second;
     }
-    if (up == self) found.push_back(pid);
+    if (up == self) found[pid] = ppid;
   }
   return found;
 }
 
+// Signals the descendants found, each through a pidfd taken after checking
+// that the pid still has the parent the scan saw: a pid that ended and was
+// reused meanwhile by a process not ours is left alone.
+std::size_t signal_found(const std::map<pid_t, pid_t>& found, int signum) {
+  for (const auto& [pid, ppid] : found) {
+    int pidfd = static_cast<int>(syscall(SYS_pidfd_open, pid, 0));
+    if (pidfd < 0) continue;  // gone
+    if (parent_of(pid) == ppid) syscall(SYS_pidfd_send_signal, pidfd, signum, nullptr, 0);
+    close(pidfd);
+  }
+  return found.size();
+}
+
+// Sends `signum` to every process of CMD's. One that asks them to end also
+// continues stopped ones, so that it acts (Ctrl-C after Ctrl-Z, a job
+// brought back with fg that stopped on the terminal).
 void signal_all(int signum) {
-  for (pid_t pid : descendants()) kill(pid, signum);
+  std::map<pid_t, pid_t> found = descendants();
+  signal_found(found, signum);
+  if (signum == SIGHUP || signum == SIGINT || signum == SIGQUIT || signum == SIGTERM)
+    signal_found(found, SIGCONT);
 }
 
 // Orphans of CMD's that ended (we subreap them): reaped as they come, CMD
@@ -119,8 +140,8 @@ void reap_orphans(pid_t child) {
 }
 
 [[noreturn]] void lost(int tty, pid_t give_back) {
+  give_terminal_back(tty, give_back);  // first: the shell may read the terminal at once
   kill_descendants();
-  give_terminal_back(tty, give_back);
   _exit(exit_status::lost);
 }
 
@@ -154,11 +175,10 @@ bool read_orders(int watch, std::string& pending, std::int64_t& deadline) {
 
 bool kill_descendants() {
   for (int round = 0; round < 200; ++round) {
-    std::vector<pid_t> left = descendants();
-    for (pid_t pid : left) kill(pid, SIGKILL);
+    std::size_t left = signal_found(descendants(), SIGKILL);
     while (waitpid(-1, nullptr, WNOHANG) > 0) {
     }
-    if (left.empty()) return true;
+    if (left == 0) return true;
     usleep(5000);
   }
   return false;
@@ -177,7 +197,8 @@ int guard(char** argv) {
   int watch = std::atoi(argv[0]);
   char** command = argv + 1;
   fcntl(watch, F_SETFD, FD_CLOEXEC);
-  prctl(PR_SET_NAME, "redlock-guard");
+  // Not "redlock...": `pkill -9 redlock` must not take the guardian with it.
+  prctl(PR_SET_NAME, "lock-guardian");
   prctl(PR_SET_CHILD_SUBREAPER, 1);
   setpgid(0, 0);
   set_dispositions(true);
@@ -216,8 +237,8 @@ int guard(char** argv) {
     if (waitpid(child, &status, WNOHANG) == child) break;
     reap_orphans(child);
   }
-  kill_descendants();
   give_terminal_back(tty, give_back);
+  kill_descendants();
   if (WIFSIGNALED(status)) {
     int signum = WTERMSIG(status);
     if (signum == SIGINT) {

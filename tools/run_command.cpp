@@ -100,6 +100,8 @@ class Runner {
     if (died_of_ == SIGINT && status_ == 128 + SIGINT) {
       // As CMD did: a shell running us in a loop then stops too.
       std::signal(SIGINT, SIG_DFL);
+      // The terminal would have told our own group, had CMD's not had the foreground.
+      if (had_terminal_) kill(0, SIGINT);
       std::raise(SIGINT);
     }
     return status_;
@@ -164,6 +166,8 @@ class Runner {
 
   milliseconds kill_margin() const { return std::min(milliseconds{100}, inv_.ttl / 10); }
 
+  // Not left to the guardian alone (it may be stopped): it is killed, and
+  // what it leaves becomes ours and is killed when libuv reports its end.
   void on_deadline() {
     if (!running_) return;
     if (!lost_) lost_ = make_error_code(errc::expired);
@@ -171,13 +175,16 @@ class Runner {
              " ms more and no renewal succeeded; sending SIGKILL to " + inv_.command[0] +
              " and all it started");
     tell_guardian(guard_signal(SIGKILL));
+    uv_process_kill(child_.get(), SIGKILL);
   }
 
   // The guardian passes it on to every process of CMD's (see guardian.hpp).
   // A line is far below the pipe's buffer; a full pipe means the guardian is
   // stuck, and its deadline still holds.
   void tell_guardian(const std::string& line) {
-    if (watch_ >= 0) static_cast<void>(write(watch_, line.data(), line.size()));
+    if (watch_ < 0) return;
+    static_cast<void>(write(watch_, line.data(), line.size()));
+    if (running_) uv_process_kill(child_.get(), SIGCONT);  // a stopped guardian would not act on it
   }
 
   // CMD runs under a guardian, our own binary (see guardian.hpp), which
@@ -219,6 +226,7 @@ class Runner {
     // uv_spawn initialises the handle even when it fails, so the handle is
     // made first and closed either way.
     child_ = Handle<uv_process_t>(session_.loop(), this, [](uv_loop_t*, uv_process_t*) { return 0; });
+    had_terminal_ = in_foreground();  // before the guardian takes it
     int rc = uv_spawn(session_.loop(), child_.get(), &options);
     close(inherited);
     child_.get()->data = this;
@@ -227,6 +235,15 @@ class Runner {
       return;
     }
     running_ = true;
+  }
+
+  // Our group has the controlling terminal's foreground (the guardian takes it).
+  static bool in_foreground() {
+    int tty = open("/dev/tty", O_RDWR | O_CLOEXEC | O_NOCTTY);
+    if (tty < 0) return false;
+    bool ours = tcgetpgrp(tty) == getpgrp();
+    close(tty);
+    return ours;
   }
 
   void spawn_failed(int rc) {
@@ -322,8 +339,9 @@ class Runner {
   Handle<uv_process_t> child_;
   Timer kill_timer_;
   Timer deadline_timer_;
-  int died_of_ = 0;  // the signal that ended the guardian (CMD's) or our wait
-  int watch_ = -1;   // the write end of the guardian's pipe: closed, the guardian kills all of CMD's
+  bool had_terminal_ = false;  // when CMD started: Ctrl-C then reaches CMD's group, not ours
+  int died_of_ = 0;            // the signal that ended the guardian (CMD's) or our wait
+  int watch_ = -1;  // the write end of the guardian's pipe: closed, the guardian kills all of CMD's
   std::optional<Lock> lock_;
   std::error_code lost_;
   bool running_ = false;
