@@ -177,7 +177,7 @@ TEST_CASE("an unlock issued just before close or destruction still reaches every
       client.reset();
     }
     REQUIRE(loop.run_until([&] { return answered; }, 5s));
-    CHECK(unlocked == errc::closed);          // the caller is not told how it went
+    CHECK(unlocked == errc::closed);            // the caller is not told how it went
     CHECK(held_nowhere(masters, "{closing}"));  // but the masters got it
   }
   REQUIRE(loop.close());
