@@ -77,6 +77,11 @@ class Inspector::Impl {
       config.command_timeout = deadline();
       config.restart_quarantine = options_.restart_quarantine;
       config.diagnostics = options_.diagnostics;
+      // An inspection waits for no master that could not be reached.
+      config.on_dropped = [this, i](const Master&) {
+        auto runs = runs_;  // a run that finishes leaves runs_
+        for (auto& run : runs) run->dropped(i);
+      };
       if (config.endpoint.tls) config.tls = tls_;
       masters_.push_back(std::make_unique<Master>(loop, std::move(config), random_seed()));
     }
@@ -120,7 +125,11 @@ class Inspector::Impl {
   class Run : public std::enable_shared_from_this<Run> {
    public:
     Run(Impl& owner, std::vector<std::string> resources, Callback cb)
-        : owner_(owner), resources_(std::move(resources)), cb_(std::move(cb)), left_(owner.masters_.size()) {
+        : owner_(owner),
+          resources_(std::move(resources)),
+          cb_(std::move(cb)),
+          left_(owner.masters_.size()),
+          finished_(owner.masters_.size(), false) {
       result_.masters.resize(owner.masters_.size());
       for (std::size_t i = 0; i < owner.masters_.size(); ++i) {
         result_.masters[i].endpoint = owner.masters_[i]->endpoint().to_string();
@@ -134,6 +143,17 @@ class Inspector::Impl {
           query(i);
         });
       }
+    }
+
+    // Master i's connection failed or could not be made: what it said is the
+    // answer, at once (its commands wait for a reconnect until their deadline).
+    void dropped(std::size_t i) {
+      if (finished_[i]) return;
+      std::string cause = owner_.masters_[i]->trouble();
+      if (cause.empty()) return;
+      result_.masters[i].reachable = false;
+      result_.masters[i].error = std::move(cause);
+      done(i);
     }
 
     void cancel() {
@@ -151,6 +171,7 @@ class Inspector::Impl {
 
     // False (and the master's report says why) when it did not answer.
     bool answered(std::size_t i, const Reply* reply, Failure why) {
+      if (finished_[i]) return false;  // reported already (dropped())
       MasterReport& report = result_.masters[i];
       if (reply == nullptr) {
         // What the connection said (refused, DNS, TLS, WRONGPASS...) says more than the deadline.
@@ -215,7 +236,9 @@ class Inspector::Impl {
       if (--pending_[i] == 0) done(i);
     }
 
-    void done(std::size_t) {
+    void done(std::size_t i) {
+      if (finished_[i]) return;
+      finished_[i] = true;
       if (--left_ > 0) return;
       summarise();
       auto self = shared_from_this();
@@ -252,7 +275,8 @@ class Inspector::Impl {
     Impl& owner_;
     std::vector<std::string> resources_;
     Callback cb_;
-    std::size_t left_;  // masters not done yet
+    std::size_t left_;            // masters not done yet
+    std::vector<bool> finished_;  // per master: its part of the answer is in
     std::map<std::size_t, std::size_t> pending_;
     Inspection result_;
     std::vector<std::shared_ptr<Step>> steps_;

@@ -947,6 +947,7 @@ void Master::drop(Failure why) {
     deliver(p, nullptr, first ? why : Failure::disconnected);
     first = false;
   }
+  if (config_.on_dropped) config_.on_dropped(*this);
 }
 
 void Master::schedule_reconnect() {

@@ -106,6 +106,9 @@ struct MasterConfig {
   std::string publish_probe;
   std::function<void(std::string_view channel, std::string_view payload)> on_message;
   std::function<void(Master&)> on_ready;
+  // Runs after the connection was dropped or could not be made (trouble()
+  // says why), once what was written has been failed.
+  std::function<void(const Master&)> on_dropped;
 };
 
 /// What was seen of one master's votes and replies (Client::stats()).
