@@ -396,8 +396,8 @@ TEST_CASE("the wait line names the holder, its time left and the time waited", "
 
 TEST_CASE("a password from --password-file or REDLOCK_PASSWORD, for masters whose URI has none",
           "[cli][args]") {
-  std::string path = std::string(std::getenv("TMPDIR") ? std::getenv("TMPDIR") : "/tmp") + "/redlock-pw-" +
-                     std::to_string(::getpid());
+  const char* tmp = std::getenv("TMPDIR");
+  std::string path = std::string(tmp != nullptr ? tmp : "/tmp") + "/redlock-pw-" + std::to_string(::getpid());
   {
     std::ofstream file(path);
     file << "from-file\nsecond line\n";
