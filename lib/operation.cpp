@@ -98,7 +98,7 @@ void Operation::wait_until(std::uint64_t deadline, bool answer_timeout) {
 }
 
 void Operation::start() {
-  if (kind_ == Kind::extend || kind_ == Kind::continue_lock) context_.extension_issued(lock_);
+  if (extends()) context_.extension_issued(lock_);
   waiting_ = waits();
   command_ = make_command();
   if (!waiting_) {
@@ -487,7 +487,7 @@ void Operation::release_everywhere(std::string_view value, bool partial) {
 }
 
 void Operation::finish(std::error_code error) {
-  if (kind_ == Kind::extend || kind_ == Kind::continue_lock) {
+  if (extends()) {
     if (std::error_code instead = context_.extension_decided(lock_, error)) error = instead;
   }
   round_.reset();

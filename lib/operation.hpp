@@ -129,6 +129,7 @@ class Operation final : public Waiters::Waiter {
   void fence(long long counter, TimePoint valid_until);
   void on_fenced(const Outcome& outcome, TimePoint valid_until);
   bool waits() const { return kind_ == Kind::acquire && deadline_ != 0; }
+  bool extends() const { return kind_ == Kind::extend || kind_ == Kind::continue_lock; }
   void try_now();
   void attempt_failed(errc error, const Outcome* outcome, bool release = true);
   void sleep(std::uint64_t ms);

@@ -531,10 +531,15 @@ bool process_gone(pid_t pid) {
   return close != std::string::npos && close + 2 < text.size() && text[close + 2] == 'Z';
 }
 
-// A CMD whose work outlives its shell: the shell waits for a background
-// sleep, whose pid it writes to `pid_file` first.
-std::vector<std::string> shell_with_work(const std::string& pid_file, const std::string& traps = "") {
-  return {"--", "/bin/sh", "-c", traps + "sleep 30 & echo $! > \"$0\"; wait", pid_file};
+// `run` arguments `options` (and RESOURCE), then a CMD whose work outlives
+// its shell: the shell waits for a background sleep, whose pid it writes to
+// `pid_file` first.
+std::vector<std::string> shell_with_work(std::vector<std::string> options, const std::string& pid_file,
+                                         const std::string& traps = "") {
+  for (std::string arg : {"--", "/bin/sh", "-c"}) options.push_back(arg);
+  options.push_back(traps + "sleep 30 & echo $! > \"$0\"; wait");
+  options.push_back(pid_file);
+  return options;
 }
 
 pid_t read_pid(const std::string& path) {
@@ -562,9 +567,7 @@ TEST_CASE("a lost lock stops CMD's whole process group before anyone else gets t
           "[cli][run-safety]") {
   Cluster masters(3);
   Dir dir;
-  std::vector<std::string> args = {"--ttl", "900ms", "jobs"};
-  for (auto& a : shell_with_work(dir / "work")) args.push_back(a);
-  Command run(command_line("run", masters, args));
+  Command run(command_line("run", masters, shell_with_work({"--ttl", "900ms", "jobs"}, dir / "work")));
   pid_t work = await_work(dir / "work");
   for (std::size_t i = 1; i < 3; ++i) masters[i].pause();
   CHECK(run.wait(10s) == 75);
@@ -584,9 +587,9 @@ TEST_CASE("a CMD that ignores SIGTERM is killed before the lock's validity ends,
           "[cli][run-safety]") {
   Cluster masters(3);
   Dir dir;
-  std::vector<std::string> args = {"--ttl", "3s", "jobs"};  // --kill-after stays 10 s
-  for (auto& a : shell_with_work(dir / "work", "trap '' TERM; ")) args.push_back(a);
-  Command run(command_line("run", masters, args));
+  // --kill-after stays 10 s.
+  Command run(
+      command_line("run", masters, shell_with_work({"--ttl", "3s", "jobs"}, dir / "work", "trap '' TERM; ")));
   REQUIRE(eventually([&] { return has_line(dir / "work"); }, 10s));
   auto started = std::chrono::steady_clock::now();
   pid_t work = read_pid(dir / "work");
@@ -604,9 +607,7 @@ TEST_CASE("redlock run dies: CMD's group stops within a second; signals it would
   Cluster masters(3);
   Dir dir;
   SECTION("SIGKILL of redlock") {
-    std::vector<std::string> args = {"jobs"};
-    for (auto& a : shell_with_work(dir / "work")) args.push_back(a);
-    Command run(command_line("run", masters, args));
+    Command run(command_line("run", masters, shell_with_work({"jobs"}, dir / "work")));
     pid_t work = await_work(dir / "work");
     ::kill(run.pid(), SIGKILL);
     CHECK(eventually([&] { return process_gone(work); }, 1s));
@@ -691,9 +692,7 @@ TEST_CASE("redlock stopped: the guardian still kills CMD before the lock's valid
           "[cli][run-safety]") {
   Cluster masters(3);
   Dir dir;
-  std::vector<std::string> args = {"--ttl", "1s", "jobs"};
-  for (auto& a : shell_with_work(dir / "work")) args.push_back(a);
-  Command run(command_line("run", masters, args));
+  Command run(command_line("run", masters, shell_with_work({"--ttl", "1s", "jobs"}, dir / "work")));
   pid_t work = await_work(dir / "work");
   auto stopped = std::chrono::steady_clock::now();
   ::kill(run.pid(), SIGSTOP);  // no renewals, no timers: only the guardian is left to act
@@ -739,9 +738,7 @@ TEST_CASE("the guardian killed from outside: redlock kills what it left before r
           "[cli][run-safety]") {
   Cluster masters(3);
   Dir dir;
-  std::vector<std::string> args = {"jobs"};
-  for (auto& a : shell_with_work(dir / "work")) args.push_back(a);
-  Command run(command_line("run", masters, args));
+  Command run(command_line("run", masters, shell_with_work({"jobs"}, dir / "work")));
   pid_t work = await_work(dir / "work");
   ::kill(guardian_of(run), SIGKILL);
   CHECK(run.wait(10s) == 128 + SIGKILL);
@@ -753,9 +750,7 @@ TEST_CASE("a stopped guardian: redlock kills CMD's processes itself when the loc
           "[cli][run-safety]") {
   Cluster masters(3);
   Dir dir;
-  std::vector<std::string> args = {"--ttl", "900ms", "jobs"};
-  for (auto& a : shell_with_work(dir / "work")) args.push_back(a);
-  Command run(command_line("run", masters, args));
+  Command run(command_line("run", masters, shell_with_work({"--ttl", "900ms", "jobs"}, dir / "work")));
   pid_t work = await_work(dir / "work");
   ::kill(guardian_of(run), SIGSTOP);
   for (std::size_t i = 1; i < 3; ++i) masters[i].pause();
