@@ -14,6 +14,7 @@
 #include "deferred.hpp"
 #include "keeper.hpp"
 #include "keys.hpp"
+#include "lock_value.hpp"
 #include "operation.hpp"
 #include "quorum.hpp"
 #include "renewal.hpp"
@@ -48,6 +49,8 @@ class Client::Impl final : public Context {
   }
 
   ~Impl() override { close(nullptr); }
+
+  std::string new_value() const { return lock_value(options.owner, std::chrono::system_clock::now()); }
 
   void post(std::function<void()> fn) override {
     if (!deferred_ && closed_ && !closing_) {
@@ -262,13 +265,14 @@ class Client::Impl final : public Context {
 Client::Client(uv_loop_t* loop, Options options) {
   if (!loop) throw std::invalid_argument("redlock::Client: loop is null");
   options.validate();
+  if (options.owner.empty()) options.owner = default_owner();
   impl_ = std::make_unique<Impl>(loop, std::move(options));
 }
 
 Client::~Client() = default;
 
 void Client::lock(std::string resource, milliseconds ttl, LockCallback cb) {
-  Lock lock{std::move(resource), random_token()};
+  Lock lock{std::move(resource), impl_->new_value()};
   const Options& o = impl_->options;
   // No longer than polling could take: every attempt's reply, every pause at
   // its longest. Options are bounded, so this cannot overflow.
@@ -280,13 +284,13 @@ void Client::lock(std::string resource, milliseconds ttl, LockCallback cb) {
 }
 
 void Client::lock(std::string resource, milliseconds ttl, milliseconds wait, LockCallback cb) {
-  Lock lock{std::move(resource), random_token()};
+  Lock lock{std::move(resource), impl_->new_value()};
   impl_->run(Operation::Kind::acquire, std::move(lock), ttl, std::numeric_limits<int>::max(), std::move(cb),
              wait);
 }
 
 void Client::try_lock(std::string resource, milliseconds ttl, LockCallback cb) {
-  Lock lock{std::move(resource), random_token()};
+  Lock lock{std::move(resource), impl_->new_value()};
   impl_->run(Operation::Kind::acquire, std::move(lock), ttl, 1, std::move(cb));
 }
 

@@ -10,6 +10,7 @@
 
 #include "deferred.hpp"
 #include "keys.hpp"
+#include "lock_value.hpp"
 #include "master.hpp"
 #include "quorum.hpp"
 #include "tls.hpp"
@@ -45,6 +46,14 @@ std::string info_field(const std::string& info, std::string_view name) {
 
 long long number(const std::string& text) {
   long long value = 0;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (ec != std::errc{} || end != text.data() + text.size()) return 0;
+  return value;
+}
+
+// A fencing counter as stored (decimal digits); 0 for anything else.
+std::uint64_t unsigned_number(const std::string& text) {
+  std::uint64_t value = 0;
   auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
   if (ec != std::errc{} || end != text.data() + text.size()) return 0;
   return value;
@@ -121,7 +130,8 @@ class Inspector::Impl {
 
  private:
   // One inspect() call: a PING per master to open the connection, then a
-  // timed PING, INFO and GET + PTTL per resource, pipelined.
+  // timed PING, INFO and per resource its key's GET and PTTL, its fencing counter and its queue's length,
+  // pipelined.
   class Run : public std::enable_shared_from_this<Run> {
    public:
     Run(Impl& owner, std::vector<std::string> resources, Callback cb)
@@ -189,8 +199,8 @@ class Inspector::Impl {
     void query(std::size_t i) {
       MasterReport& report = result_.masters[i];
       report.keys.resize(resources_.size());
-      // PING, INFO and two commands per resource; the last answer ends it.
-      pending_[i] = 2 + 2 * resources_.size();
+      // PING, INFO and four commands per resource; the last answer ends it.
+      pending_[i] = 2 + 4 * resources_.size();
       auto sent = uv_hrtime();
       send(i, {"PING"}, [this, i, sent](const Reply* reply, Failure why) {
         MasterReport& r = result_.masters[i];
@@ -214,6 +224,18 @@ class Inspector::Impl {
         send(i, {"PTTL", key}, [this, i, k](const Reply* reply, Failure why) {
           if (answered(i, reply, why) && reply->type == Reply::Type::integer && reply->integer != -2) {
             result_.masters[i].keys[k].ttl = milliseconds{reply->integer};
+          }
+          answer(i);
+        });
+        send(i, {"GET", keys::fencing(key)}, [this, i, k](const Reply* reply, Failure why) {
+          if (answered(i, reply, why) && reply->type == Reply::Type::string) {
+            result_.masters[i].keys[k].fencing_counter = unsigned_number(reply->str);
+          }
+          answer(i);
+        });
+        send(i, {"ZCARD", keys::queue(key)}, [this, i, k](const Reply* reply, Failure why) {
+          if (answered(i, reply, why) && reply->type == Reply::Type::integer && reply->integer > 0) {
+            result_.masters[i].keys[k].waiting = static_cast<std::size_t>(reply->integer);
           }
           answer(i);
         });
@@ -262,6 +284,16 @@ class Inspector::Impl {
           }
         }
         r.quorum = static_cast<int>(r.holders) >= quorum::majority(n);
+        if (r.holders > 0) r.mode = "exclusive";
+        if (auto label = read_lock_value(r.value)) {
+          r.owner = std::move(label->owner);
+          r.since = label->since;
+        }
+        for (const MasterReport& m : result_.masters) {
+          if (k >= m.keys.size()) continue;
+          r.fencing_token = std::max(r.fencing_token, m.keys[k].fencing_counter);
+          r.waiting = std::max(r.waiting, m.keys[k].waiting);
+        }
         bool first = true;
         for (const MasterReport& m : result_.masters) {
           if (k >= m.keys.size() || !m.keys[k].present || m.keys[k].value != r.value) continue;

@@ -262,6 +262,13 @@ void Options::validate() const {
   require_at_most_max(restart_quarantine, "restart_quarantine");
   require(tls.cert_file.empty() == tls.key_file.empty(),
           "tls.cert_file and tls.key_file go together (a client certificate needs its key)");
+  require(owner.size() <= 256, "owner must be at most 256 bytes");
+  // It is printed on operators' terminals by `redlock status`.
+  bool printable = std::none_of(owner.begin(), owner.end(), [](char c) {
+    auto u = static_cast<unsigned char>(c);
+    return u < 0x20 || u == 0x7f;
+  });
+  require(printable, "owner must not contain control characters");
 }
 
 }  // namespace redlock

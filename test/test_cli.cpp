@@ -140,7 +140,7 @@ TEST_CASE("redlock run gives CMD the lock, passes its exit status through and re
   std::string resource, value, ttl, validity;
   words >> resource >> value >> ttl >> validity;
   CHECK(resource == "jobs");
-  CHECK(value.size() == 32);
+  CHECK(value.size() > 33);  // 32 random hex digits, then when and by whom
   CHECK(ttl == "20000");
   REQUIRE(validity != "none");
   CHECK(std::stol(validity) > 0);
@@ -211,7 +211,7 @@ TEST_CASE("two redlock run processes exclude each other", "[cli]") {
   CHECK(second.wait(10s) == 0);
   INFO(second.err());
   std::string second_value = read_file(dir / "second");
-  CHECK(second_value.size() == 33);
+  CHECK(second_value.size() > 34);
   CHECK(second_value != first_value + "\n");
   CHECK(held_nowhere(masters, "{jobs}"));
 }
@@ -342,9 +342,9 @@ TEST_CASE("too few masters reachable: status 69", "[cli]") {
 
 TEST_CASE("while waiting on a terminal, one status line says who holds the lock", "[cli]") {
   Cluster masters(3);
-  auto held = run_command(command_line("acquire", masters, {"--ttl", "1m", "jobs"}));
+  auto held =
+      run_command(command_line("acquire", masters, {"--ttl", "1m", "--owner", "nightly backup", "jobs"}));
   REQUIRE(held.status == 0);
-  const std::string value = assignments(held.out)["REDLOCK_VALUE"];
   std::vector<std::string> waiter =
       command_line("run", masters,
                    {"--connect-timeout", "2s", "-w",
@@ -356,8 +356,7 @@ TEST_CASE("while waiting on a terminal, one status line says who holds the lock"
     auto done = run_command({"/usr/bin/script", "-qec", line, "/dev/null"});
     CHECK(done.status == 1);
     CHECK_THAT(done.out, Catch::Contains("redlock: waiting "));
-    CHECK_THAT(done.out,
-               Catch::Contains("for 'jobs': held by " + value.substr(0, 8) + "... on 3 of 3 masters"));
+    CHECK_THAT(done.out, Catch::Contains("for 'jobs': held by nightly backup on 3 of 3 masters"));
     CHECK_THAT(done.out, Catch::Contains("s left"));
   }
   SECTION("stderr a file: nothing but the outcome") {
@@ -375,7 +374,7 @@ TEST_CASE("acquire, extend and release hold a lock across commands", "[cli]") {
   auto lock = assignments(acquired.out);
   CHECK(lock["REDLOCK_RESOURCE"] == "jobs");
   const std::string value = lock["REDLOCK_VALUE"];
-  REQUIRE(value.size() == 32);
+  REQUIRE(value.size() > 33);
   CHECK(lock["REDLOCK_TTL_MS"] == "10000");
   CHECK(std::stol(lock["REDLOCK_VALIDITY_MS"]) > 0);
   CHECK(holders(masters, "{jobs}", value) == 3);
@@ -404,9 +403,72 @@ TEST_CASE("acquire, extend and release hold a lock across commands", "[cli]") {
   CHECK(held_nowhere(masters, "{jobs}"));
 }
 
+TEST_CASE("status RESOURCE says who holds it, how, for how long, with which token and how many wait",
+          "[cli]") {
+  Cluster masters(3);
+  auto acquired = run_command(command_line(
+      "acquire", masters, {"--ttl", "1m", "--fencing", "--owner", "nightly \"backup\"", "jobs"}));
+  REQUIRE(acquired.status == 0);
+  auto lock = assignments(acquired.out);
+  // The owner's quote makes the value shell-quoted: what eval gives is the value.
+  auto evaluated =
+      run_command({"/bin/sh", "-c", "eval \"$1\" && printf %s \"$REDLOCK_VALUE\"", "sh", acquired.out});
+  REQUIRE(evaluated.status == 0);
+  lock["REDLOCK_VALUE"] = evaluated.out;
+  CHECK_THAT(evaluated.out, Catch::EndsWith(":nightly \"backup\""));
+  // A waiter queues on the resource's gate master.
+  Command waiter(command_line("run", masters, {"-w", "30s", "jobs", "--", "/bin/true"}));
+  REQUIRE(eventually([&] { return !masters.queued_on("{jobs}", 1).empty(); }, 10s));
+
+  auto status = run_command(command_line("status", masters, {"--json", "jobs"}));
+  REQUIRE(status.status == 0);
+  INFO(status.out);
+  Json report = Json::parse(status.out);
+  const Json& jobs = report["resources"][0];
+  CHECK(jobs["owner"].string == "nightly \"backup\"");
+  CHECK(jobs["mode"].string == "exclusive");
+  CHECK(jobs["value"].string == lock["REDLOCK_VALUE"]);
+  CHECK(jobs["fencing_token"].number == std::stod(lock["REDLOCK_FENCING_TOKEN"]));
+  CHECK(jobs["waiting"].number == 1);
+  CHECK(jobs["held_ms"].number >= 0);
+  CHECK(jobs["held_ms"].number < 60000);
+  auto now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                    std::chrono::system_clock::now().time_since_epoch())
+                    .count();
+  CHECK(jobs["since_unix_ms"].number <= static_cast<double>(now_ms));
+  CHECK(jobs["since_unix_ms"].number > static_cast<double>(now_ms - 60000));
+
+  auto text = run_command(command_line("status", masters, {"jobs"}));
+  CHECK_THAT(text.out, Catch::Contains("resource jobs: held by nightly \"backup\" (exclusive) for "));
+  CHECK_THAT(text.out, Catch::Contains(", on 3 of 3 masters, last fencing token " +
+                                       lock["REDLOCK_FENCING_TOKEN"] + ", 1 waiting\n"));
+
+  SECTION("the default owner is the host name and the pid of redlock") {
+    CHECK(run_command(command_line("release", masters, {"jobs", lock["REDLOCK_VALUE"]})).status == 0);
+    REQUIRE(waiter.wait(10s) == 0);
+    auto taken = run_command(command_line("acquire", masters, {"--ttl", "1m", "jobs"}));
+    REQUIRE(taken.status == 0);
+    auto free_text = run_command(command_line("status", masters, {"jobs"}));
+    char host[256] = {};
+    REQUIRE(::gethostname(host, sizeof host - 1) == 0);
+    CHECK_THAT(free_text.out, Catch::Contains("resource jobs: held by " + std::string(host) + ":"));
+    CHECK_THAT(free_text.out, Catch::Contains(", 0 waiting\n"));
+  }
+  SECTION("a bad owner is refused before anything is taken") {
+    auto bad = run_command(command_line("acquire", masters, {"--owner", std::string(300, 'x'), "other"}));
+    CHECK(bad.status == 64);
+    CHECK_THAT(bad.err, Catch::Contains("--owner must be at most 256 bytes"));
+    auto empty = run_command(command_line("acquire", masters, {"--owner", "", "other"}));
+    CHECK(empty.status == 64);
+    CHECK(held_nowhere(masters, "{other}"));
+    CHECK(run_command(command_line("release", masters, {"jobs", lock["REDLOCK_VALUE"]})).status == 0);
+    REQUIRE(waiter.wait(10s) == 0);
+  }
+}
+
 TEST_CASE("status --json describes masters and resources", "[cli]") {
   Cluster masters(3);
-  auto acquired = run_command(command_line("acquire", masters, {"--ttl", "30s", "jobs"}));
+  auto acquired = run_command(command_line("acquire", masters, {"--ttl", "30s", "--owner", "web-1", "jobs"}));
   REQUIRE(acquired.status == 0);
   const std::string value = assignments(acquired.out)["REDLOCK_VALUE"];
   masters[2].kill9();
@@ -455,7 +517,9 @@ TEST_CASE("status --json describes masters and resources", "[cli]") {
     auto text = run_command(command_line("status", masters, {"--connect-timeout", "2s", "jobs"}));
     CHECK(text.status == 2);
     CHECK_THAT(text.out, Catch::Contains("masters: 2 of 3 voting, a quorum is 2"));
-    CHECK_THAT(text.out, Catch::Contains("resource jobs: held by " + value + " on 2 of 3 masters"));
+    CHECK_THAT(text.out, Catch::Contains("resource jobs: held by web-1 (exclusive) for "));
+    CHECK_THAT(text.out, Catch::Contains("s left, on 2 of 3 masters, 0 waiting\n"));
+    CHECK_THAT(text.out, Catch::Contains(uri(masters, 0) + "  " + value + ", "));
     CHECK_THAT(text.out, Catch::Contains(uri(masters, 2) + "  unreachable"));
   }
   SECTION("every master votes: status 0") {

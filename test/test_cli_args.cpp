@@ -343,6 +343,7 @@ redlock::Inspection sample() {
   r.holders = 2;
   r.quorum = true;
   r.ttl = 8000ms;
+  r.mode = "exclusive";
   i.resources.push_back(r);
   return i;
 }
@@ -357,7 +358,10 @@ TEST_CASE("status text and JSON say the same thing", "[cli][status]") {
                        "redis://127.0.0.1:7001  master, up 61m, rtt 0.25ms, maxmemory-policy noeviction\n"));
   CHECK_THAT(text, Catch::Contains("redis://127.0.0.1:7002  unreachable: no answer within 250 ms\n"));
   CHECK_THAT(text, Catch::Contains("maxmemory-policy allkeys-lru (may evict locks)"));
-  CHECK_THAT(text, Catch::Contains("resource jobs: held by abcdef0123 on 2 of 3 masters, 8.0s left\n"));
+  // A value that carries no owner (another library's) names the holder.
+  CHECK_THAT(text,
+             Catch::Contains(
+                 "resource jobs: held by abcdef0123 (exclusive), 8.0s left, on 2 of 3 masters, 0 waiting\n"));
 
   redlock::test::Json j = redlock::test::Json::parse(redlock::cli::status_json(i));
   CHECK(j["quorum"].number == 2);
@@ -370,7 +374,28 @@ TEST_CASE("status text and JSON say the same thing", "[cli][status]") {
   CHECK(j["resources"][0]["held"].boolean);
   CHECK(j["resources"][0]["masters"][0]["ttl_ms"].number == 9000);
   CHECK(j["resources"][0]["masters"][1]["value"].is_null());
+  CHECK(j["resources"][0]["owner"].is_null());
+  CHECK(j["resources"][0]["since_unix_ms"].is_null());
+  CHECK(j["resources"][0]["fencing_token"].number == 0);
 
+  SECTION("an owner, since when, the last token and the waiters") {
+    i.resources[0].owner = "web-1:4312";
+    i.resources[0].since = std::chrono::system_clock::now() - 5000ms;
+    i.resources[0].fencing_token = 1764150000123456;
+    i.resources[0].waiting = 2;
+    std::string t = redlock::cli::status_text(i);
+    CHECK_THAT(t, Catch::Contains("resource jobs: held by web-1:4312 (exclusive) for 5."));
+    CHECK_THAT(t, Catch::Contains(
+                      "s, 8.0s left, on 2 of 3 masters, last fencing token 1764150000123456, 2 waiting\n"));
+    redlock::test::Json o = redlock::test::Json::parse(redlock::cli::status_json(i));
+    CHECK(o["resources"][0]["owner"].string == "web-1:4312");
+    CHECK(o["resources"][0]["held_ms"].number >= 5000);
+    CHECK(o["resources"][0]["held_ms"].number < 60000);
+    CHECK(o["resources"][0]["waiting"].number == 2);
+    CHECK(o["resources"][0]["fencing_token"].number == 1764150000123456.0);
+    CHECK(redlock::cli::WaitLine::render(i, 1000ms, "jobs") ==
+          "redlock: waiting 1.0s for 'jobs': held by web-1:4312 on 2 of 3 masters, 8.0s left");
+  }
   SECTION("a quarantined master does not vote, and names are escaped") {
     i.masters[0].quarantined = true;
     i.masters[0].quarantine_left = 1500ms;
@@ -386,7 +411,7 @@ TEST_CASE("status text and JSON say the same thing", "[cli][status]") {
 TEST_CASE("the wait line names the holder, its time left and the time waited", "[cli][status]") {
   redlock::Inspection i = sample();
   CHECK(redlock::cli::WaitLine::render(i, 2300ms, "jobs") ==
-        "redlock: waiting 2.3s for 'jobs': held by abcdef01... on 2 of 3 masters, 8.0s left");
+        "redlock: waiting 2.3s for 'jobs': held by abcdef0123 on 2 of 3 masters, 8.0s left");
   i.resources[0].holders = 0;
   CHECK(redlock::cli::WaitLine::render(i, 0ms, "jobs") == "redlock: waiting 0.0s for 'jobs': free");
   i.masters[0].reachable = false;

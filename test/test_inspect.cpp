@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "support/calls.hpp"
 #include "support/cluster.hpp"
 #include "support/loop.hpp"
 
@@ -72,6 +73,54 @@ TEST_CASE("inspect reports each master and who holds each resource", "[inspect]"
     CHECK(i.resources[2].holders == 0);
     CHECK(i.resources[2].value.empty());
     inspector.close(nullptr);
+  }
+  REQUIRE(loop.close());
+}
+
+TEST_CASE("inspect says who holds a resource, since when, its last token and how many wait", "[inspect]") {
+  Cluster masters(3);
+  LoopFixture loop;
+  {
+    Options options = masters.options();
+    options.fencing = true;
+    options.owner = "billing-7";
+    Client holder(loop.get(), options);
+    Client waiter(loop.get(), masters.options());
+    auto before = std::chrono::system_clock::now();
+    Answer held = try_lock(loop, holder, "invoices", 30s);
+    REQUIRE_FALSE(held.error);
+    bool waited = false;
+    waiter.lock("invoices", 30s, 20s, [&](std::error_code, const Lock&) { waited = true; });
+    REQUIRE(loop.run_until([&] { return !masters.queued_on("{invoices}", 1).empty(); }, 5s));
+    masters[0].set("{foreign}", "a value of another library", 30s);
+
+    Inspector inspector(loop.get(), masters.options());
+    Answers answers;
+    inspector.inspect({"invoices", "foreign", "free"}, answers.callback());
+    REQUIRE(loop.run_until([&] { return !answers.errors.empty(); }, 5s));
+    REQUIRE_FALSE(answers.errors[0]);
+    const ResourceReport& r = answers.last.resources[0];
+    CHECK(r.value == held.lock.value);
+    CHECK(r.owner == "billing-7");
+    CHECK(r.mode == "exclusive");
+    CHECK(r.since >= std::chrono::time_point_cast<std::chrono::milliseconds>(before));
+    CHECK(r.since <= std::chrono::system_clock::now());
+    CHECK(r.fencing_token == held.lock.fencing_token);
+    CHECK(r.waiting == 1);
+    const ResourceReport& foreign = answers.last.resources[1];
+    CHECK(foreign.mode == "exclusive");
+    CHECK(foreign.owner.empty());
+    CHECK(foreign.since.time_since_epoch().count() == 0);
+    CHECK(foreign.fencing_token == 0);
+    const ResourceReport& free = answers.last.resources[2];
+    CHECK(free.mode.empty());
+    CHECK(free.waiting == 0);
+
+    CHECK_FALSE(unlock(loop, holder, held.lock));
+    REQUIRE(loop.run_until([&] { return waited; }, 5s));
+    inspector.close(nullptr);
+    holder.close(nullptr);
+    waiter.close(nullptr);
   }
   REQUIRE(loop.close());
 }

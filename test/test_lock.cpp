@@ -2,11 +2,13 @@
 
 #include <redlock/redlock.hpp>
 
+#include <unistd.h>
 #include <atomic>
 #include <chrono>
 #include <set>
 #include <string>
 
+#include "lock_value.hpp"
 #include "support/calls.hpp"
 #include "support/cluster.hpp"
 #include "support/eventually.hpp"
@@ -44,7 +46,7 @@ TEST_CASE("a lock is taken, contended and released on N masters", "[lock]") {
     REQUIRE_FALSE(a.error);
     REQUIRE(held_everywhere(masters, "app:{orders}", a.lock.value));
     CHECK(a.lock.resource == "orders");
-    CHECK(a.lock.value.size() == 32);
+    CHECK(a.lock.value.size() > 32);
     CHECK(a.lock.valid());
     CHECK(a.lock.validity() > 9s);
     CHECK(a.lock.validity() <= 10s);
@@ -75,19 +77,59 @@ TEST_CASE("a lock is taken, contended and released on N masters", "[lock]") {
   REQUIRE(loop.close());
 }
 
-TEST_CASE("lock values are unique and 128-bit hex", "[lock]") {
+TEST_CASE("lock values start with 128 unique random bits in hex", "[lock]") {
   Cluster masters(1);
   LoopFixture loop;
   {
     Client client(loop.get(), masters.options());
-    std::set<std::string> values;
+    std::set<std::string> random_parts;
     for (int i = 0; i < 20; ++i) {
       Answer a = try_lock(loop, client, "r" + std::to_string(i), 5s);
       REQUIRE_FALSE(a.error);
-      CHECK(a.lock.value.find_first_not_of("0123456789abcdef") == std::string::npos);
-      values.insert(a.lock.value);
+      REQUIRE(a.lock.value.size() > 33);
+      CHECK(a.lock.value.substr(0, 32).find_first_not_of("0123456789abcdef") == std::string::npos);
+      CHECK(a.lock.value[32] == ':');
+      random_parts.insert(a.lock.value.substr(0, 32));
     }
-    CHECK(values.size() == 20);
+    CHECK(random_parts.size() == 20);
+  }
+  REQUIRE(loop.close());
+}
+
+TEST_CASE("a lock's value says who took it and when", "[lock]") {
+  Cluster masters(1);
+  LoopFixture loop;
+  {
+    Options options = masters.options();
+    options.owner = "deploy job 42";
+    Client named(loop.get(), options);
+    Client unnamed(loop.get(), masters.options());
+
+    auto before = std::chrono::system_clock::now();
+    Answer a = try_lock(loop, named, "a", 5s);
+    Answer b = try_lock(loop, unnamed, "b", 5s);
+    auto after = std::chrono::system_clock::now();
+    REQUIRE_FALSE(a.error);
+    REQUIRE_FALSE(b.error);
+
+    auto label = read_lock_value(a.lock.value);
+    REQUIRE(label);
+    CHECK(label->owner == "deploy job 42");
+    // The value holds whole milliseconds.
+    CHECK(label->since >= std::chrono::time_point_cast<std::chrono::milliseconds>(before));
+    CHECK(label->since <= after);
+
+    auto default_label = read_lock_value(b.lock.value);
+    REQUIRE(default_label);
+    CHECK(default_label->owner == default_owner());
+    CHECK(default_owner().find(":" + std::to_string(getpid())) != std::string::npos);
+
+    CHECK_FALSE(read_lock_value("not a value of ours"));
+    CHECK_FALSE(read_lock_value(std::string(32, 'f')));
+    CHECK_FALSE(read_lock_value(std::string(32, 'f') + ":x:owner"));
+    CHECK_FALSE(read_lock_value(std::string(32, 'f') + ":99999999999999999999:owner"));
+    named.close(nullptr);
+    unnamed.close(nullptr);
   }
   REQUIRE(loop.close());
 }

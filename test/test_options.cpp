@@ -263,6 +263,18 @@ TEST_CASE("options are validated with a message naming the field", "[options]") 
     o.restart_quarantine = -1ms;
     CHECK_THAT(message_of(o), Catch::Contains("restart_quarantine"));
   }
+  SECTION("owner") {
+    o.owner = std::string(256, 'x');
+    CHECK_NOTHROW(o.validate());
+    o.owner = "web-1 (deploy) \xc3\xa9";
+    CHECK_NOTHROW(o.validate());
+    o.owner = std::string(257, 'x');
+    CHECK_THAT(message_of(o), Catch::Contains("owner must be at most 256 bytes"));
+    o.owner = "a\nb";
+    CHECK_THAT(message_of(o), Catch::Contains("owner must not contain control characters"));
+    o.owner = "a\x1b[2Jb";
+    CHECK_THAT(message_of(o), Catch::Contains("owner must not contain control characters"));
+  }
 }
 
 TEST_CASE("every duration option is bounded by the largest ttl, 2^31-1 ms", "[options]") {

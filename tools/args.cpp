@@ -92,6 +92,7 @@ enum class Id {
   tls_key,
   tls_server_name,
   tls_insecure,
+  owner,
 };
 
 struct Flag {
@@ -123,6 +124,7 @@ constexpr Flag flags[] = {
     {Id::tls_key, "tls-key", '\0', true, in_all},
     {Id::tls_server_name, "tls-server-name", '\0', true, in_all},
     {Id::tls_insecure, "tls-insecure", '\0', false, in_all},
+    {Id::owner, "owner", '\0', true, in_run | in_acquire},
 };
 
 // The flag `arg` names (--long or -s) among those `verbs` take.
@@ -285,6 +287,10 @@ void apply(Invocation& inv, const Flag& f, std::string_view value) {
     case Id::tls_insecure:
       inv.options.tls.verify_peer = false;
       break;
+    case Id::owner:
+      inv.options.owner = std::string(value);
+      if (inv.options.owner.empty()) throw UsageError(verb, "--owner must not be empty");
+      break;
   }
 }
 
@@ -385,6 +391,7 @@ std::string in_cli_words(std::string text) {
       {"tls.ca_path", "--tls-ca"},
       {"tls.cert_file", "--tls-cert"},
       {"tls.key_file", "--tls-key"},
+      {"owner must", "--owner must"},
       {"give it in the URI, redis://:password@host", "set REDLOCK_PASSWORD or give --password-file FILE"},
   };
   for (const auto& [library, cli] : words) {
@@ -612,7 +619,8 @@ std::string help_text(Verb verb) {
           "  -v, --verbose            say on stderr when the lock was not acquired\n"
           "  --kill-after D           SIGTERM to SIGKILL after a lost lock, at most (10s)\n"
           "  --fencing                also take a fencing token, a number that grows\n"
-          "                           with every grant (REDLOCK_FENCING_TOKEN)\n";
+          "                           with every grant (REDLOCK_FENCING_TOKEN)\n"
+          "  --owner TEXT             who holds it, as status shows (hostname:pid)\n";
       break;
     case Verb::acquire:
       text +=
@@ -629,7 +637,8 @@ std::string help_text(Verb verb) {
           "  -w, --wait D             wait at most D (default: without end)\n"
           "  -E, --conflict-exit-code N  exit status when not acquired (1)\n"
           "  -v, --verbose            say on stderr when the lock was not acquired\n"
-          "  --fencing                also take a fencing token (REDLOCK_FENCING_TOKEN)\n";
+          "  --fencing                also take a fencing token (REDLOCK_FENCING_TOKEN)\n"
+          "  --owner TEXT             who holds it, as status shows (hostname:pid)\n";
       break;
     case Verb::extend:
       text +=
@@ -647,8 +656,10 @@ std::string help_text(Verb verb) {
     case Verb::status:
       text +=
           "Per master: reachable or not, role, uptime, restart quarantine, eviction\n"
-          "policy, round-trip time. Per RESOURCE: the value and time left on each\n"
-          "master and whether a quorum holds it.\n\n"
+          "policy, round-trip time. Per RESOURCE: whether a quorum holds it, who\n"
+          "holds it (--owner, by default hostname:pid), in which mode, for how long\n"
+          "and how much longer, the last fencing token handed out, how many wait,\n"
+          "and the value and time left on each master.\n\n"
           "Options:\n"
           "  --json                   one JSON object instead of text\n";
       break;

@@ -1,5 +1,6 @@
 #include "status_command.hpp"
 
+#include <algorithm>
 #include <cstdio>
 #include <string>
 
@@ -65,7 +66,32 @@ std::string ttl_text(milliseconds ttl) {
   return ttl.count() < 0 ? "no expiry" : seconds_text(ttl) + " left";
 }
 
+bool since_known(const ResourceReport& r) {
+  return r.since.time_since_epoch().count() > 0;
+}
+
+// How long the holder has had it, by our clock against its own (clamped at 0).
+milliseconds held_for(const ResourceReport& r) {
+  auto held = std::chrono::duration_cast<milliseconds>(std::chrono::system_clock::now() - r.since);
+  return std::max(held, milliseconds{0});
+}
+
+long long unix_ms(std::chrono::system_clock::time_point t) {
+  return std::chrono::duration_cast<milliseconds>(t.time_since_epoch()).count();
+}
+
+// "web-1:4312 (exclusive) for 12.3s, 17.7s left": who, how and how long.
+std::string holder_text(const ResourceReport& r) {
+  std::string out = holder_name(r) + " (" + r.mode + ")";
+  if (since_known(r)) out += " for " + seconds_text(held_for(r));
+  return out + ", " + ttl_text(r.ttl);
+}
+
 }  // namespace
+
+std::string holder_name(const ResourceReport& r) {
+  return r.owner.empty() ? r.value : r.owner;
+}
 
 std::string status_text(const Inspection& inspection) {
   std::size_t n = inspection.masters.size();
@@ -93,8 +119,10 @@ std::string status_text(const Inspection& inspection) {
       out += "free\n";
       continue;
     }
-    out += (r.quorum ? "held by " : "no quorum; most masters have ") + r.value + " on " +
-           std::to_string(r.holders) + " of " + std::to_string(n) + " masters, " + ttl_text(r.ttl) + "\n";
+    out += (r.quorum ? "held by " : "no quorum; most masters have ") + holder_text(r) + ", on " +
+           std::to_string(r.holders) + " of " + std::to_string(n) + " masters";
+    if (r.fencing_token > 0) out += ", last fencing token " + std::to_string(r.fencing_token);
+    out += ", " + std::to_string(r.waiting) + " waiting\n";
     for (const MasterReport& m : inspection.masters) {
       if (k >= m.keys.size()) continue;
       const KeyReport& key = m.keys[k];
@@ -130,7 +158,13 @@ std::string status_json(const Inspection& inspection) {
     out += "{\"resource\":" + json_string(r.resource) +
            ",\"value\":" + (r.holders > 0 ? json_string(r.value) : "null") +
            ",\"holders\":" + std::to_string(r.holders) + ",\"held\":" + (r.quorum ? "true" : "false") +
-           ",\"ttl_ms\":" + std::to_string(r.ttl.count()) + ",\"masters\":[";
+           ",\"ttl_ms\":" + std::to_string(r.ttl.count()) +
+           ",\"owner\":" + (r.owner.empty() ? "null" : json_string(r.owner)) +
+           ",\"mode\":" + (r.mode.empty() ? "null" : json_string(r.mode)) +
+           ",\"since_unix_ms\":" + (since_known(r) ? std::to_string(unix_ms(r.since)) : "null") +
+           ",\"held_ms\":" + (since_known(r) ? std::to_string(held_for(r).count()) : "null") +
+           ",\"fencing_token\":" + std::to_string(r.fencing_token) +
+           ",\"waiting\":" + std::to_string(r.waiting) + ",\"masters\":[";
     for (std::size_t i = 0; i < n; ++i) {
       const MasterReport& m = inspection.masters[i];
       if (i > 0) out += ",";

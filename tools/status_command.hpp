@@ -8,8 +8,12 @@
 
 namespace redlock::cli {
 
-/// `redlock status`: 0 when a quorum of masters answered, 69 otherwise.
+/// `redlock status`: 0 when every master votes, 2 when a quorum does, 69
+/// otherwise.
 int status_command(const Invocation& inv);
+
+/// Who holds a resource: its owner tag, or its value when it carries none.
+std::string holder_name(const ResourceReport& r);
 
 /// The inspection as text for people, and as one JSON object.
 std::string status_text(const Inspection& inspection);

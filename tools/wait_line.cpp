@@ -5,6 +5,8 @@
 #include <cstdio>
 #include <utility>
 
+#include "status_command.hpp"
+
 namespace redlock::cli {
 namespace {
 
@@ -75,8 +77,7 @@ std::string WaitLine::render(const Inspection& inspection, milliseconds waited, 
   }
   if (inspection.resources.empty() || inspection.resources[0].holders == 0) return line + ": free";
   const ResourceReport& r = inspection.resources[0];
-  std::string holder = r.value.size() > 8 ? r.value.substr(0, 8) + "..." : r.value;
-  line += ": held by " + holder + " on " + std::to_string(r.holders) + " of " +
+  line += ": held by " + holder_name(r) + " on " + std::to_string(r.holders) + " of " +
           std::to_string(inspection.masters.size()) + " masters, ";
   line += r.ttl.count() < 0 ? "no expiry" : seconds_text(r.ttl) + " left";
   return line;

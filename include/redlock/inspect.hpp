@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
@@ -25,6 +26,12 @@ struct KeyReport {
   std::chrono::milliseconds ttl{0};
   /// The key exists on this master.
   bool present = false;
+  /// The resource's fencing counter here: the last token this master took
+  /// part in handing out (Options::fencing); 0 when it has none.
+  std::uint64_t fencing_counter = 0;
+  /// Clients queued here to be woken when it is released (lock() callers
+  /// with a wait; the queue lives on one master, the resource's gate).
+  std::size_t waiting = 0;
 };
 
 /// What one master said about itself, in one inspection.
@@ -67,6 +74,20 @@ struct ResourceReport {
   bool quorum = false;
   /// The least time left on those masters (0 when none).
   std::chrono::milliseconds ttl{0};
+  /// Options::owner of the Client that took `value`; empty when the value
+  /// carries none (taken by another library or an older redlock).
+  std::string owner;
+  /// When `value` was taken, by its holder's clock; the epoch when unknown.
+  /// extend() and renewals keep it: it is how long the lock has been held.
+  std::chrono::system_clock::time_point since{};
+  /// "exclusive" while any master holds the key, else empty.
+  std::string mode;
+  /// The largest fencing counter among the masters: the token of the holder
+  /// if it took the lock with Options::fencing (a later holder without
+  /// fencing leaves it as it was); 0 when fencing was never used.
+  std::uint64_t fencing_token = 0;
+  /// Clients queued for it: the most any master reports.
+  std::size_t waiting = 0;
 };
 
 /// What one inspect() found: every master, and every resource asked about.

@@ -13,7 +13,8 @@ namespace redlock {
 struct REDLOCK_API Lock {
   /// The resource as the caller named it (without Options::key_prefix).
   std::string resource;
-  /// The unique value stored on the masters: 128 random bits, hex encoded.
+  /// The unique value stored on the masters: 128 random bits as 32 hex
+  /// digits, then ":", the time it was taken (Unix ms), ":" and Options::owner.
   std::string value;
   /// The moment the lock stops being safe to rely on: t0 + ttl - drift.
   std::chrono::steady_clock::time_point valid_until{};

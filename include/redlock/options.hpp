@@ -128,6 +128,12 @@ struct REDLOCK_API Options {
   /// the masters are released at that thread's last unlock. Other threads and
   /// other processes are still excluded.
   bool reentrant = false;
+  /// Who takes the locks: stored in every lock's value on the masters, after
+  /// its random part, so that Inspector and `redlock status` can say who holds
+  /// a resource and since when. Empty means hostname:pid. A label, not a
+  /// credential: whoever reads the masters sees it, and only the whole value
+  /// makes a lock ours. At most 256 bytes, no control characters.
+  std::string owner;
 
   /// Throws std::invalid_argument naming the first bad field.
   void validate() const;
