@@ -378,6 +378,14 @@ TEST_CASE("status text and JSON say the same thing", "[cli][status]") {
   CHECK(j["resources"][0]["since_unix_ms"].is_null());
   CHECK(j["resources"][0]["fencing_token"].number == 0);
 
+  SECTION("what the masters hold cannot drive the terminal") {
+    i.resources[0].value = "abc\x1b]0;pwned\x07";
+    i.masters[0].keys[0].value = i.resources[0].value;
+    std::string t = redlock::cli::status_text(i);
+    CHECK(t.find('\x1b') == std::string::npos);
+    CHECK_THAT(t, Catch::Contains("held by abc?]0;pwned? (exclusive)"));
+    CHECK(redlock::cli::WaitLine::render(i, 0ms, "jobs").find('\x1b') == std::string::npos);
+  }
   SECTION("an owner, since when, the last token and the waiters") {
     i.resources[0].owner = "web-1:4312";
     i.resources[0].since = std::chrono::system_clock::now() - 5000ms;

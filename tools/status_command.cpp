@@ -89,8 +89,16 @@ std::string holder_text(const ResourceReport& r) {
 
 }  // namespace
 
+std::string printable(std::string text) {
+  for (char& c : text) {
+    auto u = static_cast<unsigned char>(c);
+    if (u < 0x20 || u == 0x7f) c = '?';
+  }
+  return text;
+}
+
 std::string holder_name(const ResourceReport& r) {
-  return r.owner.empty() ? r.value : r.owner;
+  return printable(r.owner.empty() ? r.value : r.owner);
 }
 
 std::string status_text(const Inspection& inspection) {
@@ -100,7 +108,7 @@ std::string status_text(const Inspection& inspection) {
   for (const MasterReport& m : inspection.masters) {
     out += "  " + m.endpoint + "  ";
     if (!m.reachable) {
-      out += "unreachable: " + m.error + "\n";
+      out += "unreachable: " + printable(m.error) + "\n";
       continue;
     }
     char rtt[32];
@@ -114,7 +122,7 @@ std::string status_text(const Inspection& inspection) {
   }
   for (std::size_t k = 0; k < inspection.resources.size(); ++k) {
     const ResourceReport& r = inspection.resources[k];
-    out += "resource " + r.resource + ": ";
+    out += "resource " + printable(r.resource) + ": ";
     if (r.holders == 0) {
       out += "free\n";
       continue;
@@ -126,7 +134,8 @@ std::string status_text(const Inspection& inspection) {
     for (const MasterReport& m : inspection.masters) {
       if (k >= m.keys.size()) continue;
       const KeyReport& key = m.keys[k];
-      out += "  " + m.endpoint + "  " + (key.present ? key.value + ", " + ttl_text(key.ttl) : "-") + "\n";
+      out += "  " + m.endpoint + "  " +
+             (key.present ? printable(key.value) + ", " + ttl_text(key.ttl) : "-") + "\n";
     }
   }
   return out;

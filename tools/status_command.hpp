@@ -12,7 +12,12 @@ namespace redlock::cli {
 /// otherwise.
 int status_command(const Invocation& inv);
 
-/// Who holds a resource: its owner tag, or its value when it carries none.
+/// `text` with its control characters as '?': what the masters hold may come
+/// from anyone, and must not drive the terminal.
+std::string printable(std::string text);
+
+/// Who holds a resource: its owner tag, or its value when it carries none
+/// (printable).
 std::string holder_name(const ResourceReport& r);
 
 /// The inspection as text for people, and as one JSON object.

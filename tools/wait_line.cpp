@@ -68,7 +68,7 @@ void WaitLine::show(const std::string& line) {
 }
 
 std::string WaitLine::render(const Inspection& inspection, milliseconds waited, const std::string& resource) {
-  std::string line = "redlock: waiting " + seconds_text(waited) + " for '" + resource + "'";
+  std::string line = "redlock: waiting " + seconds_text(waited) + " for '" + printable(resource) + "'";
   std::size_t n = inspection.masters.size();
   std::size_t answering = 0;
   for (const MasterReport& m : inspection.masters) answering += m.reachable ? 1 : 0;
