@@ -173,7 +173,7 @@ TEST_CASE("a master that stops answering commands is named once, however often i
 TEST_CASE("a refused handshake names WRONGPASS, NOAUTH and NOPERM, once each, without the password",
           "[diagnostics]") {
   const std::string password = "pa55-word-xyz";
-  RedisServer server({{}, false, false, password, std::nullopt});
+  RedisServer server({{}, false, false, password, std::nullopt, {}});
   std::string code;
   Endpoint endpoint = server.endpoint();
   SECTION("a wrong password") {

@@ -174,7 +174,7 @@ TEST_CASE("a NOSCRIPT re-run never overtakes the commands sent after it", "[mast
 }
 
 TEST_CASE("AUTH with a password, and with an ACL user", "[master]") {
-  RedisServer server({{"--requirepass", "s3cret"}, false, false, "s3cret", std::nullopt});
+  RedisServer server({{"--requirepass", "s3cret"}, false, false, "s3cret", std::nullopt, {}});
   server.command({"ACL", "SETUSER", "locker", "on", ">lockpw", "~*", "+@all"});
   LoopFixture loop;
   {
@@ -212,7 +212,7 @@ TEST_CASE("a user with an empty password authenticates as that user", "[master]"
 }
 
 TEST_CASE("a wrong password means no vote, not a crash", "[master]") {
-  RedisServer server({{"--requirepass", "s3cret"}, false, false, "s3cret", std::nullopt});
+  RedisServer server({{"--requirepass", "s3cret"}, false, false, "s3cret", std::nullopt, {}});
   LoopFixture loop;
   {
     Options options;

@@ -72,4 +72,41 @@ inline bool parse(const std::string& line, Record& r) {
   return true;
 }
 
+/// One write of a holder to the fenced register (the resource the lock
+/// protects), made with its fencing token when it enters its critical section
+/// and again just before it leaves.
+struct Write {
+  int process = 0;
+  int thread = 0;
+  int resource = 0;
+  std::uint64_t token = 0;
+  Clock::time_point invoked{};
+  Clock::time_point completed{};
+  /// 1 accepted, 0 refused (a higher token had written), -1 no answer.
+  int accepted = -1;
+  /// The register's order of writes (one counter for every resource).
+  long long seq = 0;
+};
+
+inline std::string format(const Write& w) {
+  char line[160];
+  std::snprintf(line, sizeof line, "%d %d %d %llu %lld %lld %d %lld\n", w.process, w.thread, w.resource,
+                static_cast<unsigned long long>(w.token), static_cast<long long>(to_ns(w.invoked)),
+                static_cast<long long>(to_ns(w.completed)), w.accepted, w.seq);
+  return line;
+}
+
+inline bool parse(const std::string& line, Write& w) {
+  unsigned long long token = 0;
+  long long invoked = 0, completed = 0;
+  char end = 0;
+  const int n = std::sscanf(line.c_str(), "%d %d %d %llu %lld %lld %d %lld%c", &w.process, &w.thread,
+                            &w.resource, &token, &invoked, &completed, &w.accepted, &w.seq, &end);
+  if (n != 9 || end != '\n') return false;
+  w.token = token;
+  w.invoked = from_ns(invoked);
+  w.completed = from_ns(completed);
+  return true;
+}
+
 }  // namespace redlock::chaos

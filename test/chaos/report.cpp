@@ -4,7 +4,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <iterator>
 #include <sstream>
+#include <tuple>
 
 namespace redlock::chaos {
 namespace {
@@ -91,9 +93,57 @@ std::string map_json(const std::map<std::string, std::size_t>& m) {
   return text + "}";
 }
 
+// The register's checks (Summary's write counters), from the history alone.
+void check_writes(const std::vector<Record>& records, const std::vector<Write>& writes, Summary& s) {
+  // Each holder's validity, by who it was and its token.
+  std::map<std::tuple<int, int, std::uint64_t>, Clock::time_point> valid_until;
+  // Per resource, grants in the order lock() returned, with the highest token so far.
+  std::map<int, std::vector<std::pair<Clock::time_point, std::uint64_t>>> grants;
+  for (const Record& r : records) {
+    if (!r.acquired()) continue;
+    valid_until[{r.process, r.thread, r.fencing_token}] = r.valid_until;
+    grants[r.resource].emplace_back(r.returned, r.fencing_token);
+  }
+  for (auto& [resource, list] : grants) {
+    std::sort(list.begin(), list.end());
+    for (std::size_t i = 1; i < list.size(); ++i)
+      list[i].second = std::max(list[i].second, list[i - 1].second);
+  }
+
+  std::vector<const Write*> in_register_order;
+  for (const Write& w : writes) {
+    ++s.writes;
+    if (w.accepted < 0) {
+      ++s.writes_unanswered;
+      continue;
+    }
+    in_register_order.push_back(&w);
+    (w.accepted == 1 ? s.writes_accepted : s.writes_refused) += 1;
+    auto v = valid_until.find({w.process, w.thread, w.token});
+    if (v != valid_until.end() && w.invoked > v->second) ++s.writes_after_validity;
+    const auto& list = grants[w.resource];
+    auto later = std::lower_bound(list.begin(), list.end(), std::make_pair(w.invoked, std::uint64_t{0}));
+    if (later != list.begin() && std::prev(later)->second > w.token) {
+      ++s.superseded_writes;
+      s.superseded_refused += w.accepted == 0 ? 1 : 0;
+    }
+  }
+  // Replays the register: per resource, the highest token accepted so far.
+  std::sort(in_register_order.begin(), in_register_order.end(),
+            [](const Write* a, const Write* b) { return a->seq < b->seq; });
+  std::map<int, std::uint64_t> highest;
+  for (const Write* w : in_register_order) {
+    if (w->accepted != 1) continue;
+    std::uint64_t& top = highest[w->resource];
+    if (w->token < top) ++s.stale_accepted;
+    top = std::max(top, w->token);
+  }
+}
+
 }  // namespace
 
-Summary summarize(const std::vector<Record>& records, const FaultSchedule& schedule) {
+Summary summarize(const std::vector<Record>& records, const std::vector<Write>& writes,
+                  const FaultSchedule& schedule) {
   Summary s;
   s.errors = zeroed_errors();
   s.unlock_errors = zeroed_errors();
@@ -156,6 +206,7 @@ Summary summarize(const std::vector<Record>& records, const FaultSchedule& sched
       }
     }
   }
+  check_writes(records, writes, s);
   return s;
 }
 
@@ -214,6 +265,12 @@ void print_text(std::FILE* out, const RunInfo& run, const Summary& s, const Faul
   std::fprintf(out, "\n");
   std::fprintf(out, "fencing tokens checked in grant order: %zu, inversions: %zu\n", s.tokens_checked,
                s.token_inversions);
+  std::fprintf(
+      out, "register writes: %zu, accepted %zu, refused %zu, unanswered %zu; stale writes accepted: %zu\n",
+      s.writes, s.writes_accepted, s.writes_refused, s.writes_unanswered, s.stale_accepted);
+  std::fprintf(out,
+               "writes after the holder's validity: %zu; after a later holder's grant: %zu (refused %zu)\n",
+               s.writes_after_validity, s.superseded_writes, s.superseded_refused);
   for (const Overlap& o : s.examples) {
     std::fprintf(out, "  resource-%d, %.3f ms: %s / %s\n", o.first.resource,
                  std::chrono::duration<double, std::milli>(o.length).count(),
@@ -256,7 +313,12 @@ std::string json_line(const RunInfo& run, const Summary& s, const FaultSchedule&
     j << "null";
   }
   j << ",\"first_success_after_faults_ms\":" << optional_number(s.first_success_after_faults)
-    << ",\"workers_failed\":" << run.workers_failed << "}";
+    << ",\"workers_failed\":" << run.workers_failed << ",\"writes\":" << s.writes
+    << ",\"writes_accepted\":" << s.writes_accepted << ",\"writes_refused\":" << s.writes_refused
+    << ",\"writes_unanswered\":" << s.writes_unanswered << ",\"stale_accepted\":" << s.stale_accepted
+    << ",\"writes_after_validity\":" << s.writes_after_validity
+    << ",\"superseded_writes\":" << s.superseded_writes << ",\"superseded_refused\":" << s.superseded_refused
+    << "}";
   return j.str();
 }
 

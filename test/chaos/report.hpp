@@ -59,10 +59,25 @@ struct Summary {
   std::size_t healthy_calls = 0;  // lock() calls made entirely while a majority was healthy
   std::size_t healthy_acquisitions = 0;
   std::optional<std::chrono::milliseconds> first_success_after_faults;
+  // The register (Write records): what holders wrote with their tokens.
+  std::size_t writes = 0;
+  std::size_t writes_accepted = 0;
+  std::size_t writes_refused = 0;     // a higher token had written: fencing at work
+  std::size_t writes_unanswered = 0;  // no reply from the register
+  /// Accepted although the register had taken a higher token before (in its
+  /// own order of writes): the write fencing exists to stop.
+  std::size_t stale_accepted = 0;
+  /// Made after the holder's valid_until: acting on a lock it no longer had.
+  std::size_t writes_after_validity = 0;
+  /// Made after a later holder of the resource (a higher token) had been
+  /// granted the lock, and how many of those the register refused.
+  std::size_t superseded_writes = 0;
+  std::size_t superseded_refused = 0;
 };
 
-/// Merges every worker's records and checks them.
-Summary summarize(const std::vector<Record>& records, const FaultSchedule& schedule);
+/// Merges every worker's records and register writes and checks them.
+Summary summarize(const std::vector<Record>& records, const std::vector<Write>& writes,
+                  const FaultSchedule& schedule);
 
 /// The human-readable lines.
 void print_text(std::FILE* out, const RunInfo& run, const Summary& summary, const FaultSchedule& schedule,

@@ -1,8 +1,10 @@
 #include "schedule.hpp"
 
+#include <fcntl.h>
 #include <signal.h>
 #include <spawn.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -41,6 +43,9 @@ constexpr ModeName mode_names[] = {
     {Mode::blackhole, "blackhole"},
     {Mode::reply_drop, "reply-drop"},
     {Mode::mixed, "mixed"},
+    {Mode::clock, "clock"},
+    {Mode::clock_large, "clock-large"},
+    {Mode::pause_client, "pause-client"},
 };
 
 int majority(int n) {
@@ -78,9 +83,16 @@ bool needs_proxies(Mode mode) {
     case Mode::stop:
     case Mode::kill:
     case Mode::restart:
+    case Mode::clock:
+    case Mode::clock_large:
+    case Mode::pause_client:
       return false;
   }
   return false;
+}
+
+bool needs_clock_shim(Mode mode) {
+  return mode == Mode::clock || mode == Mode::clock_large;
 }
 
 const char* name(FaultKind kind) {
@@ -101,6 +113,10 @@ const char* name(FaultKind kind) {
       return "error-reply";
     case FaultKind::reset:
       return "reset";
+    case FaultKind::clock_jump:
+      return "clock-jump";
+    case FaultKind::pause_client:
+      return "pause-client";
   }
   return "?";
 }
@@ -108,9 +124,11 @@ const char* name(FaultKind kind) {
 // noeviction: a lock key must never be evicted to make room (it would be a
 // silent unlock). Persistence is off (the RedisServer default), as in the
 // compose file: a restart loses every key, which is what the quarantine is for.
-Masters::Masters(int n, bool proxies) {
-  cluster_.emplace(n,
-                   test::ServerOptions{{"--maxmemory-policy", "noeviction"}, false, false, {}, std::nullopt});
+Masters::Masters(int n, bool proxies, const std::string& clock_shim) : clock_shim_(!clock_shim.empty()) {
+  test::ServerOptions options;
+  options.args = {"--maxmemory-policy", "noeviction"};
+  if (clock_shim_) options.env = {"LD_PRELOAD=" + clock_shim, "REDLOCK_CLOCK_SHIFT_FILE={dir}/clock-shift"};
+  cluster_.emplace(n, options);
   for (int i = 0; i < n; ++i) ports_.push_back((*cluster_)[static_cast<std::size_t>(i)].port());
   add_proxies_and_endpoints(proxies);
   started_ = Clock::now();
@@ -158,6 +176,21 @@ void Masters::restart(const std::vector<int>& targets) {
   // All killed first, then all started: the burst is as short as redis-server's start-up.
   kill(targets);
   start(targets);
+}
+
+void Masters::shift_clock(const std::vector<int>& targets, milliseconds offset) {
+  if (!cluster_ || !clock_shim_)
+    throw std::logic_error("clock faults need local masters with the clock shim");
+  const std::int64_t ns = std::chrono::duration_cast<std::chrono::nanoseconds>(offset).count();
+  for (int t : targets) {
+    const std::string path = (*cluster_)[static_cast<std::size_t>(t)].dir() + "/clock-shift";
+    const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    if (fd < 0) throw std::runtime_error("open " + path + ": " + std::strerror(errno));
+    // The shim maps the file shared: the server sees this at its next clock read.
+    const bool written = ::pwrite(fd, &ns, sizeof ns, 0) == static_cast<ssize_t>(sizeof ns);
+    ::close(fd);
+    if (!written) throw std::runtime_error("write " + path);
+  }
 }
 
 void Masters::run_fault_command(const char* action, const std::vector<int>& targets) {
@@ -217,6 +250,11 @@ FaultKind FaultSchedule::pick_kind() {
       return FaultKind::blackhole;
     case Mode::reply_drop:
       return FaultKind::reply_drop;
+    case Mode::clock:
+    case Mode::clock_large:
+      return FaultKind::clock_jump;
+    case Mode::pause_client:
+      return FaultKind::pause_client;
     case Mode::none:
     case Mode::mixed:
       break;
@@ -256,6 +294,18 @@ std::vector<int> FaultSchedule::pick_targets(FaultKind kind, const std::vector<i
     case FaultKind::reset:
       high = majority(n);
       break;
+    case FaultKind::clock_jump:
+      // Within the drift allowance any number of masters may jump. Past it, a
+      // majority, enough to break a lock: either the jump forward or the jump
+      // back to the real time (forward again) expires what they hold early.
+      high = config_.mode == Mode::clock ? n : majority(n);
+      if (config_.mode == Mode::clock_large) low = high;
+      break;
+    case FaultKind::pause_client: {
+      if (config_.clients.empty()) return {};
+      std::uniform_int_distribution<std::size_t> one(0, config_.clients.size() - 1);
+      return {static_cast<int>(one(rng_))};
+    }
   }
   high = std::min(high, static_cast<int>(free.size()));
   if (high < 1) return {};
@@ -311,6 +361,16 @@ void FaultSchedule::start(FaultKind kind, std::vector<int> targets) {
       for (int t : event.targets) masters_.proxy(t)->reset();
       hold = uniform(ttl / 2, 3 * ttl);
       break;
+    case FaultKind::clock_jump:
+      event.delay = clock_offset();
+      masters_.shift_clock(event.targets, event.delay);
+      hold = uniform(ttl / 2, 3 * ttl);
+      break;
+    case FaultKind::pause_client:
+      // Past the lock's validity: a GC pause that outlives the lease.
+      ::kill(client(event.targets[0]), SIGSTOP);
+      hold = uniform(3 * ttl / 2, 4 * ttl);
+      break;
   }
   event.end = Clock::now();
   events_.push_back(std::move(event));
@@ -338,8 +398,28 @@ void FaultSchedule::heal(Active& active) {
     case FaultKind::reset:
       for (int t : event.targets) masters_.proxy(t)->pass();
       break;
+    case FaultKind::clock_jump:
+      masters_.shift_clock(event.targets, milliseconds{0});  // the jump back
+      break;
+    case FaultKind::pause_client:
+      ::kill(client(event.targets[0]), SIGCONT);
+      break;
   }
   event.end = Clock::now();
+}
+
+// Mode::clock: within half the drift allowance either way, so that a key's
+// expiry moves by at most the allowance between two jumps (there and back).
+// Mode::clock_large: one to four ttls, forward or back.
+milliseconds FaultSchedule::clock_offset() {
+  std::bernoulli_distribution forward(0.5);
+  const int sign = forward(rng_) ? 1 : -1;
+  if (config_.mode == Mode::clock) return sign * uniform(0ms, config_.drift / 2);
+  return sign * uniform(config_.ttl, 4 * config_.ttl);
+}
+
+pid_t FaultSchedule::client(int index) const {
+  return config_.clients[static_cast<std::size_t>(index)];
 }
 
 void FaultSchedule::run(const volatile std::sig_atomic_t& interrupted) {
@@ -365,6 +445,7 @@ void FaultSchedule::run(const volatile std::sig_atomic_t& interrupted) {
       if (config_.mode != Mode::none && now >= next_start && active_.size() < max_active) {
         std::vector<bool> busy(static_cast<std::size_t>(masters_.size()), false);
         for (const Active& a : active_) {
+          if (!on_masters(events_[a.event].kind)) continue;
           for (int t : events_[a.event].targets) busy[static_cast<std::size_t>(t)] = true;
         }
         std::vector<int> free;
@@ -409,7 +490,14 @@ milliseconds FaultSchedule::min_kill_downtime() const {
   return config_.ttl + 100ms;
 }
 
+bool on_masters(FaultKind kind) {
+  return kind != FaultKind::pause_client;
+}
+
 bool FaultSchedule::counts_as_unhealthy(const FaultEvent& event) const {
+  // A paused client leaves the masters whole; a clock jump leaves them
+  // answering (what it breaks is the checker's to find, not availability's).
+  if (event.kind == FaultKind::pause_client || event.kind == FaultKind::clock_jump) return false;
   // A delay counts once the round trip (the delay applies each way) nears the
   // command timeout, where that master's votes start to fail.
   if (event.kind == FaultKind::latency) return 2 * event.delay + 10ms >= config_.command_timeout;

@@ -6,6 +6,7 @@
 
 #include <redlock/options.hpp>
 
+#include <sys/types.h>
 #include <chrono>
 #include <csignal>
 #include <cstdint>
@@ -19,15 +20,42 @@
 namespace redlock::chaos {
 
 /// What the fault schedule does to the masters (see FaultSchedule).
-enum class Mode { none, stop, kill, restart, latency, blackhole, reply_drop, mixed };
+enum class Mode {
+  none,
+  stop,
+  kill,
+  restart,
+  latency,
+  blackhole,
+  reply_drop,
+  mixed,
+  clock,
+  clock_large,
+  pause_client
+};
 
 std::optional<Mode> parse_mode(std::string_view text);
 const char* name(Mode mode);
 /// Modes that act on the network need a FaultProxy in front of every master.
 bool needs_proxies(Mode mode);
+/// Modes that jump the masters' clocks need them started with the clock shim.
+bool needs_clock_shim(Mode mode);
 
-enum class FaultKind { stop, kill, restart, latency, blackhole, reply_drop, error_reply, reset };
+enum class FaultKind {
+  stop,
+  kill,
+  restart,
+  latency,
+  blackhole,
+  reply_drop,
+  error_reply,
+  reset,
+  clock_jump,    // masters' wall clocks set off by FaultEvent::delay (the clock shim)
+  pause_client,  // a worker process SIGSTOPped (targets: worker numbers)
+};
 const char* name(FaultKind kind);
+/// False for faults on the clients.
+bool on_masters(FaultKind kind);
 
 /// One fault as it happened: which masters, from when to when. A restart is
 /// instantaneous from the schedule's point of view: `end` is when the last
@@ -37,7 +65,7 @@ struct FaultEvent {
   std::vector<int> targets;  // indexes into Masters
   Clock::time_point begin{};
   Clock::time_point end{};
-  std::chrono::milliseconds delay{0};  // FaultKind::latency only
+  std::chrono::milliseconds delay{0};  // latency: the delay; clock_jump: the offset (signed)
 };
 
 /// The masters under test: N independent redis-servers on 127.0.0.1, each
@@ -47,8 +75,9 @@ struct FaultEvent {
 /// it on the thread that outlives the servers (main).
 class Masters {
  public:
-  /// Starts `n` local redis-servers.
-  Masters(int n, bool proxies);
+  /// Starts `n` local redis-servers; with `clock_shim` (the path of
+  /// redlock-clock-shift.so) each runs with it preloaded, for shift_clock().
+  Masters(int n, bool proxies, const std::string& clock_shim = {});
   /// Uses the servers on 127.0.0.1:`ports`; each fault runs
   /// `fault_command ACTION I...` with 1-based master numbers, ACTION one of
   /// pause, resume, kill, start (empty, and answering PING when it returns),
@@ -65,6 +94,9 @@ class Masters {
   void start(const std::vector<int>& targets);
   /// kill() and start() in one burst.
   void restart(const std::vector<int>& targets);
+  /// Sets the targets' wall clocks `offset` away from the real one (local
+  /// masters started with the clock shim only; throws otherwise).
+  void shift_clock(const std::vector<int>& targets, std::chrono::milliseconds offset);
   /// nullptr without proxies.
   test::FaultProxy* proxy(int i) {
     return proxies_.empty() ? nullptr : proxies_[static_cast<std::size_t>(i)].get();
@@ -83,6 +115,7 @@ class Masters {
   std::optional<test::Cluster> cluster_;  // local only
   std::vector<int> ports_;
   std::string fault_command_;  // external only
+  bool clock_shim_ = false;
   std::vector<std::unique_ptr<test::FaultProxy>> proxies_;
   std::vector<Endpoint> endpoints_;
   Clock::time_point started_;
@@ -96,6 +129,10 @@ struct ScheduleConfig {
   Clock::time_point begin{};  // first fault no earlier than this
   Clock::time_point end{};    // no fault starts after this; all are healed right after
   std::uint64_t seed = 0;
+  /// The clients' drift allowance for a ttl: Mode::clock jumps stay within it.
+  std::chrono::milliseconds drift{0};
+  /// The worker processes, for Mode::pause_client.
+  std::vector<pid_t> clients;
 };
 
 /// Runs the faults of one mode, on the calling thread, and remembers what it
@@ -131,6 +168,8 @@ class FaultSchedule {
   bool counts_as_unhealthy(const FaultEvent& event) const;
   std::chrono::milliseconds min_kill_downtime() const;
   std::chrono::milliseconds uniform(std::chrono::milliseconds low, std::chrono::milliseconds high);
+  std::chrono::milliseconds clock_offset();
+  pid_t client(int index) const;
 
   Masters& masters_;
   ScheduleConfig config_;

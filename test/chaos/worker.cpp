@@ -2,6 +2,8 @@
 
 #include <redlock/redlock.hpp>
 
+#include <hiredis/hiredis.h>
+
 #include <cstdio>
 #include <exception>
 #include <mutex>
@@ -37,7 +39,8 @@ class RecordFile {
 
   // Flushed per record: a worker killed past its deadline still leaves behind
   // everything it finished, so the parent can check it.
-  void write(const Record& r) {
+  template <class Line>
+  void write(const Line& r) {
     const std::string line = format(r);
     std::lock_guard<std::mutex> lock(mutex_);
     std::fwrite(line.data(), 1, line.size(), file_);
@@ -49,6 +52,68 @@ class RecordFile {
   std::FILE* file_;
 };
 
+// The register's one script: a write with a token below the last one taken is
+// refused when fenced (ARGV[2] == "1"); every write gets the next number of
+// one counter, the register's order. Tokens stay below 2^53 (microseconds),
+// exact as Lua numbers; the stored token is the client's own decimal string.
+constexpr const char* register_script =
+    "local seq = redis.call('incr', KEYS[2])\n"
+    "local last = redis.call('get', KEYS[1])\n"
+    "if ARGV[2] == '1' and last and tonumber(last) > tonumber(ARGV[1]) then return {0, seq} end\n"
+    "redis.call('set', KEYS[1], ARGV[1])\n"
+    "return {1, seq}\n";
+
+/// One thread's connection to the register (a redis-server no fault touches).
+class Register {
+ public:
+  Register(const WorkerConfig& config, RecordFile& out) : config_(config), out_(out) {
+    if (config.register_port == 0) return;
+    timeval timeout{2, 0};
+    context_ = redisConnectWithTimeout("127.0.0.1", config.register_port, timeout);
+    if (context_ != nullptr && context_->err == 0) redisSetTimeout(context_, timeout);
+  }
+  ~Register() {
+    if (context_ != nullptr) redisFree(context_);
+  }
+  Register(const Register&) = delete;
+  Register& operator=(const Register&) = delete;
+
+  void write(const Record& holder) {
+    if (config_.register_port == 0) return;
+    Write w;
+    w.process = holder.process;
+    w.thread = holder.thread;
+    w.resource = holder.resource;
+    w.token = holder.fencing_token;
+    w.invoked = Clock::now();
+    const std::string key = config_.key_prefix + "register:{" + std::to_string(holder.resource) + "}";
+    const std::string seq_key = config_.key_prefix + "register:seq";
+    const std::string token = std::to_string(w.token);
+    const char* argv[] = {"EVAL",
+                          register_script,
+                          "2",
+                          key.c_str(),
+                          seq_key.c_str(),
+                          token.c_str(),
+                          config_.register_fenced ? "1" : "0"};
+    auto* reply = context_ != nullptr && context_->err == 0
+                      ? static_cast<redisReply*>(redisCommandArgv(context_, 7, argv, nullptr))
+                      : nullptr;
+    w.completed = Clock::now();
+    if (reply != nullptr && reply->type == REDIS_REPLY_ARRAY && reply->elements == 2) {
+      w.accepted = static_cast<int>(reply->element[0]->integer);
+      w.seq = reply->element[1]->integer;
+    }
+    if (reply != nullptr) freeReplyObject(reply);
+    out_.write(w);
+  }
+
+ private:
+  const WorkerConfig& config_;
+  RecordFile& out_;
+  redisContext* context_ = nullptr;
+};
+
 // --holds kept: the lock is kept by a LockGuard for 0.5-4 TTLs. The work is
 // 1 ms steps, each done only after checking that the guard is neither lost
 // nor past its valid_until; a step's time becomes r.left and the validity it
@@ -57,7 +122,8 @@ class RecordFile {
 // whether the validity that renewals reported was real. Now and then a step
 // also extends the kept lock, racing its renewals; a refused extension ends
 // the hold.
-void hold_kept(Redlock& redlock, Lock lock, const WorkerConfig& config, std::mt19937_64& rng, Record& r) {
+void hold_kept(Redlock& redlock, Lock lock, const WorkerConfig& config, std::mt19937_64& rng, Record& r,
+               Register& resource) {
   std::uniform_real_distribution<double> ttls(0.5, 4.0);
   std::uniform_int_distribution<int> extend_now(0, 199);  // about every 200 steps
   const auto end = r.returned + std::chrono::duration_cast<Clock::duration>(config.ttl * ttls(rng));
@@ -73,11 +139,13 @@ void hold_kept(Redlock& redlock, Lock lock, const WorkerConfig& config, std::mt1
     if (extend_now(rng) == 0 && guard.extend(config.ttl)) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
+  resource.write(r);
   r.unlock_error = code_of(guard.unlock());
   r.unlocked = Clock::now();
 }
 
-void contend(Redlock& redlock, const WorkerConfig& config, int thread, RecordFile& out) {
+void contend(Redlock& redlock, const WorkerConfig& config, int thread, RecordFile& out, RecordFile& writes) {
+  Register resource(config, writes);
   std::mt19937_64 rng(std::random_device{}());
   std::uniform_int_distribution<int> pick_resource(0, config.resources - 1);
   // Holders keep the lock for a good part of its validity: that is when a
@@ -96,9 +164,12 @@ void contend(Redlock& redlock, const WorkerConfig& config, int thread, RecordFil
     Result<Lock> lock = redlock.lock("resource-" + std::to_string(r.resource), config.ttl);
     r.returned = Clock::now();
     r.error = code_of(lock.error());
-    if (lock) r.fencing_token = lock->fencing_token;
+    if (lock) {
+      r.fencing_token = lock->fencing_token;
+      resource.write(r);
+    }
     if (lock && config.keep_holds) {
-      hold_kept(redlock, std::move(*lock), config, rng, r);
+      hold_kept(redlock, std::move(*lock), config, rng, r, resource);
     } else if (lock) {
       r.valid_until = lock->valid_until;
       const auto validity = lock->valid_until - r.returned;
@@ -107,6 +178,7 @@ void contend(Redlock& redlock, const WorkerConfig& config, int thread, RecordFil
             std::chrono::duration_cast<Clock::duration>(validity * hold_fraction(rng)));
       }
       r.left = Clock::now();
+      resource.write(r);
       r.unlock_error = code_of(redlock.unlock(*lock));
       r.unlocked = Clock::now();
     }
@@ -132,7 +204,8 @@ Options worker_options(const WorkerConfig& config) {
 
 int run_worker(const WorkerConfig& config) {
   RecordFile out(config.out_path);
-  if (!out.is_open()) {
+  RecordFile writes(config.writes_path.empty() ? "/dev/null" : config.writes_path);
+  if (!out.is_open() || !writes.is_open()) {
     std::perror(("redlock-chaos worker: " + config.out_path).c_str());
     return 2;
   }
@@ -142,7 +215,8 @@ int run_worker(const WorkerConfig& config) {
     std::vector<std::thread> threads;
     threads.reserve(static_cast<std::size_t>(config.threads));
     for (int t = 0; t < config.threads; ++t) {
-      threads.emplace_back([&redlock, &config, &out, t] { contend(redlock, config, t, out); });
+      threads.emplace_back(
+          [&redlock, &config, &out, &writes, t] { contend(redlock, config, t, out, writes); });
     }
     for (auto& t : threads) t.join();
   } catch (const std::exception& e) {

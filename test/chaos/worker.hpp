@@ -27,6 +27,12 @@ struct WorkerConfig {
   std::string out_path;
   /// Hold through a kept LockGuard for 0.5-4 TTLs (see hold_kept()).
   bool keep_holds = false;
+  /// The fenced register on 127.0.0.1 (0: none): every holder writes its
+  /// token there on entering and before leaving; writes are appended to
+  /// writes_path. Unfenced: the register takes every write (a control).
+  int register_port = 0;
+  bool register_fenced = true;
+  std::string writes_path;
 };
 
 /// The redlock::Options every worker uses, so that the parent can describe them.

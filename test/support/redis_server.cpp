@@ -297,6 +297,17 @@ std::vector<std::string> RedisServer::argv() const {
   return args;
 }
 
+std::vector<std::string> RedisServer::environment() const {
+  std::vector<std::string> env;
+  for (char** e = environ; *e != nullptr; ++e) env.emplace_back(*e);
+  for (std::string extra : options_.env) {
+    for (auto at = extra.find("{dir}"); at != std::string::npos; at = extra.find("{dir}", at + dir_.size()))
+      extra.replace(at, 5, dir_);
+    env.push_back(std::move(extra));
+  }
+  return env;
+}
+
 void RedisServer::spawn() {
   // Everything the child needs is prepared before fork: between fork and exec
   // only async-signal-safe calls are allowed (the test may have other threads).
@@ -313,7 +324,11 @@ void RedisServer::spawn() {
     ::close(out);
     throw std::runtime_error(errno_message("open /dev/null"));
   }
-  const pid_t child = spawn_child(c_args.data(), environ, {null_in, out, out}, false);
+  std::vector<std::string> env_storage = environment();
+  std::vector<char*> env;
+  for (auto& e : env_storage) env.push_back(e.data());
+  env.push_back(nullptr);
+  const pid_t child = spawn_child(c_args.data(), env.data(), {null_in, out, out}, false);
   const int fork_errno = errno;
   ::close(out);
   ::close(null_in);

@@ -42,6 +42,9 @@ struct ServerOptions {
     bool auth_clients = false;  // tls-auth-clients: ask for a client certificate
   };
   std::optional<Tls> tls;
+  /// Added to the server's environment ("NAME=value"); "{dir}" in a value
+  /// becomes the server's dir(), e.g. for an LD_PRELOAD shim's state file.
+  std::vector<std::string> env;
 };
 
 /// A real redis-server child process on a free 127.0.0.1 port, in its own
@@ -128,6 +131,7 @@ class RedisServer {
   Ready wait_ready();
   void stop() noexcept;  // the destructor's work, also used when a start fails
   std::vector<std::string> argv() const;
+  std::vector<std::string> environment() const;  // environ + ServerOptions::env
   std::string log_tail() const;
   redisContext& inspection();
   ReplyPtr call(const std::vector<std::string>& argv);  // never null
