@@ -26,7 +26,9 @@
 # clock (masters' clocks jumped within the drift allowance), clock-large (a
 # majority's clocks jumped by 1-4 TTLs: overlaps are Redlock's stated limit
 # there, and the fenced register must refuse every stale write), pause-client
-# (a worker SIGSTOPped past its validity). Every holder writes its fencing
+# (a worker SIGSTOPped past its validity), partition (some workers cut from a
+# minority, then a majority, of masters, or delayed past the command timeout,
+# through proxies of their own). Every holder writes its fencing
 # token to a register that refuses a lower one; the checker replays it.
 # Negative controls, each of which must find a violation: negative-control
 # (restart without the quarantine: overlaps), control-clock-unfenced and
@@ -237,6 +239,7 @@ runs=(
   "clock|--mode clock"
   "clock-large|--mode clock-large"
   "pause-client|--mode pause-client"
+  "partition|--mode partition"
   "control-clock-unfenced|--mode clock-large --register unfenced --expect-stale"
   "control-pause-unfenced|--mode pause-client --register unfenced --expect-stale"
 )

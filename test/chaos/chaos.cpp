@@ -70,6 +70,10 @@ modes:
               refuse every stale write
   pause-client  SIGSTOP a worker process for 1.5-4 TTLs (a GC pause past
               its validity), then SIGCONT
+  partition   each worker reaches each master through a proxy of its own;
+              cut some workers (never all) from a minority, then from a
+              majority, and heal; or delay their traffic to some masters past
+              the command timeout
 
 options:
   --seconds S          how long the workers run (default 10); faults stop
@@ -443,6 +447,7 @@ int parent_main(const Args& a) {
     masters_storage.emplace(a.external_ports, a.fault_command, needs_proxies(mode));
   }
   Masters& masters = *masters_storage;
+  if (mode == Mode::partition) masters.add_client_links(a.processes);
   // The resource the locks protect: a register no fault touches.
   std::optional<test::RedisServer> register_server;
   if (a.register_mode != "none") register_server.emplace();
@@ -483,7 +488,7 @@ int parent_main(const Args& a) {
                            "--parent",
                            std::to_string(::getpid()),
                            "--endpoints",
-                           join_endpoints(masters.endpoints()),
+                           join_endpoints(masters.client_endpoints(p)),
                            "--threads",
                            std::to_string(a.threads),
                            "--resources",

@@ -70,7 +70,9 @@ std::string fault_text(const FaultEvent& e, Clock::time_point start) {
   std::snprintf(text, sizeof text, "%s%s +%.3f..+%.3f s", name(e.kind), targets_text(e.targets).c_str(),
                 seconds_since(start, e.begin), seconds_since(start, e.end));
   std::string s = text;
-  if (e.kind == FaultKind::latency) s += " (" + std::to_string(e.delay.count()) + " ms)";
+  if (e.kind == FaultKind::latency || e.kind == FaultKind::slow_link || e.kind == FaultKind::clock_jump)
+    s += " (" + std::to_string(e.delay.count()) + " ms)";
+  if (!e.clients.empty()) s += " from clients " + targets_text(e.clients);
   return s;
 }
 

@@ -46,6 +46,7 @@ constexpr ModeName mode_names[] = {
     {Mode::clock, "clock"},
     {Mode::clock_large, "clock-large"},
     {Mode::pause_client, "pause-client"},
+    {Mode::partition, "partition"},
 };
 
 int majority(int n) {
@@ -86,6 +87,7 @@ bool needs_proxies(Mode mode) {
     case Mode::clock:
     case Mode::clock_large:
     case Mode::pause_client:
+    case Mode::partition:  // the clients' own links (Masters::add_client_links)
       return false;
   }
   return false;
@@ -117,6 +119,10 @@ const char* name(FaultKind kind) {
       return "clock-jump";
     case FaultKind::pause_client:
       return "pause-client";
+    case FaultKind::partition:
+      return "partition";
+    case FaultKind::slow_link:
+      return "slow-link";
   }
   return "?";
 }
@@ -176,6 +182,26 @@ void Masters::restart(const std::vector<int>& targets) {
   // All killed first, then all started: the burst is as short as redis-server's start-up.
   kill(targets);
   start(targets);
+}
+
+void Masters::add_client_links(int clients) {
+  for (int c = 0; c < clients; ++c) {
+    std::vector<std::unique_ptr<test::FaultProxy>> row;
+    for (const Endpoint& e : endpoints_) row.push_back(std::make_unique<test::FaultProxy>(e.port));
+    links_.push_back(std::move(row));
+  }
+}
+
+test::FaultProxy* Masters::link(int c, int m) {
+  if (c < 0 || c >= clients()) return nullptr;
+  return links_[static_cast<std::size_t>(c)][static_cast<std::size_t>(m)].get();
+}
+
+std::vector<Endpoint> Masters::client_endpoints(int c) const {
+  if (c < 0 || c >= clients()) return endpoints_;
+  std::vector<Endpoint> mine;
+  for (const auto& proxy : links_[static_cast<std::size_t>(c)]) mine.push_back(proxy->endpoint());
+  return mine;
 }
 
 void Masters::shift_clock(const std::vector<int>& targets, milliseconds offset) {
@@ -255,6 +281,10 @@ FaultKind FaultSchedule::pick_kind() {
       return FaultKind::clock_jump;
     case Mode::pause_client:
       return FaultKind::pause_client;
+    case Mode::partition: {
+      std::bernoulli_distribution slow(0.3);
+      return slow(rng_) ? FaultKind::slow_link : FaultKind::partition;
+    }
     case Mode::none:
     case Mode::mixed:
       break;
@@ -300,6 +330,14 @@ std::vector<int> FaultSchedule::pick_targets(FaultKind kind, const std::vector<i
       // back to the real time (forward again) expires what they hold early.
       high = config_.mode == Mode::clock ? n : majority(n);
       if (config_.mode == Mode::clock_large) low = high;
+      break;
+    case FaultKind::partition:
+      // A minority, then a majority, and so on: a client cut from a majority
+      // cannot lock, and one cut from a minority must still exclude the others.
+      low = high = (partitions_++ % 2 == 0) ? std::max(1, minority) : majority(n);
+      break;
+    case FaultKind::slow_link:
+      high = n;
       break;
     case FaultKind::pause_client: {
       if (config_.clients.empty()) return {};
@@ -371,6 +409,17 @@ void FaultSchedule::start(FaultKind kind, std::vector<int> targets) {
       ::kill(client(event.targets[0]), SIGSTOP);
       hold = uniform(3 * ttl / 2, 4 * ttl);
       break;
+    case FaultKind::partition:
+      event.clients = pick_clients();
+      cut(event, false);
+      hold = uniform(ttl / 2, 3 * ttl);
+      break;
+    case FaultKind::slow_link:
+      event.clients = pick_clients();
+      event.delay = uniform(config_.command_timeout, 3 * config_.command_timeout);
+      cut(event, false);
+      hold = uniform(ttl / 2, 3 * ttl);
+      break;
   }
   event.end = Clock::now();
   events_.push_back(std::move(event));
@@ -404,8 +453,40 @@ void FaultSchedule::heal(Active& active) {
     case FaultKind::pause_client:
       ::kill(client(event.targets[0]), SIGCONT);
       break;
+    case FaultKind::partition:
+    case FaultKind::slow_link:
+      cut(event, true);
+      break;
   }
   event.end = Clock::now();
+}
+
+// Some of the clients but never all (with one client, that one).
+std::vector<int> FaultSchedule::pick_clients() {
+  const int total = masters_.clients();
+  if (total <= 1) return {0};
+  std::uniform_int_distribution<int> count(1, total - 1);
+  std::vector<int> all(static_cast<std::size_t>(total));
+  for (int c = 0; c < total; ++c) all[static_cast<std::size_t>(c)] = c;
+  std::shuffle(all.begin(), all.end(), rng_);
+  all.resize(static_cast<std::size_t>(count(rng_)));
+  std::sort(all.begin(), all.end());
+  return all;
+}
+
+void FaultSchedule::cut(const FaultEvent& event, bool heal) {
+  for (int c : event.clients) {
+    for (int m : event.targets) {
+      test::FaultProxy* link = masters_.link(c, m);
+      if (heal) {
+        link->pass();
+      } else if (event.kind == FaultKind::slow_link) {
+        link->delay(event.delay);
+      } else {
+        link->blackhole();
+      }
+    }
+  }
 }
 
 // Mode::clock: within half the drift allowance either way, so that a key's

@@ -31,7 +31,8 @@ enum class Mode {
   mixed,
   clock,
   clock_large,
-  pause_client
+  pause_client,
+  partition,
 };
 
 std::optional<Mode> parse_mode(std::string_view text);
@@ -52,6 +53,8 @@ enum class FaultKind {
   reset,
   clock_jump,    // masters' wall clocks set off by FaultEvent::delay (the clock shim)
   pause_client,  // a worker process SIGSTOPped (targets: worker numbers)
+  partition,     // some clients cut from the target masters (their own proxies)
+  slow_link,     // some clients' traffic to the targets delayed past command_timeout
 };
 const char* name(FaultKind kind);
 /// False for faults on the clients.
@@ -65,7 +68,8 @@ struct FaultEvent {
   std::vector<int> targets;  // indexes into Masters
   Clock::time_point begin{};
   Clock::time_point end{};
-  std::chrono::milliseconds delay{0};  // latency: the delay; clock_jump: the offset (signed)
+  std::chrono::milliseconds delay{0};  // latency, slow_link: the delay; clock_jump: the offset (signed)
+  std::vector<int> clients;            // partition, slow_link: the worker numbers cut off
 };
 
 /// The masters under test: N independent redis-servers on 127.0.0.1, each
@@ -97,6 +101,15 @@ class Masters {
   /// Sets the targets' wall clocks `offset` away from the real one (local
   /// masters started with the clock shim only; throws otherwise).
   void shift_clock(const std::vector<int>& targets, std::chrono::milliseconds offset);
+  /// A proxy of its own from each of `clients` worker processes to each
+  /// master (after the shared proxy, if any), for faults that cut some
+  /// clients off but not others.
+  void add_client_links(int clients);
+  /// Client `c`'s way to master `m`; nullptr without client links.
+  test::FaultProxy* link(int c, int m);
+  /// What worker `c` connects to: its links, or endpoints() without them.
+  std::vector<Endpoint> client_endpoints(int c) const;
+  int clients() const { return static_cast<int>(links_.size()); }
   /// nullptr without proxies.
   test::FaultProxy* proxy(int i) {
     return proxies_.empty() ? nullptr : proxies_[static_cast<std::size_t>(i)].get();
@@ -117,6 +130,7 @@ class Masters {
   std::string fault_command_;  // external only
   bool clock_shim_ = false;
   std::vector<std::unique_ptr<test::FaultProxy>> proxies_;
+  std::vector<std::vector<std::unique_ptr<test::FaultProxy>>> links_;  // [client][master]
   std::vector<Endpoint> endpoints_;
   Clock::time_point started_;
 };
@@ -170,6 +184,9 @@ class FaultSchedule {
   std::chrono::milliseconds uniform(std::chrono::milliseconds low, std::chrono::milliseconds high);
   std::chrono::milliseconds clock_offset();
   pid_t client(int index) const;
+  std::vector<int> pick_clients();
+  void cut(const FaultEvent& event, bool heal);
+  int partitions_ = 0;  // alternates minority and majority cuts
 
   Masters& masters_;
   ScheduleConfig config_;
