@@ -237,6 +237,7 @@ runs=(
   "keep+mixed|--mode mixed --quarantine-ms $quarantine --holds kept"
   "negative-control|--mode restart --quarantine-ms 0 --expect-overlap"
   "clock|--mode clock"
+  "keep+clock|--mode clock --holds kept"
   "clock-large|--mode clock-large"
   "pause-client|--mode pause-client"
   "partition|--mode partition"

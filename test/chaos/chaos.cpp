@@ -602,6 +602,18 @@ int parent_main(const Args& a) {
         summary.overlaps > 0
             ? "PASS (negative control): the checker caught " + std::to_string(summary.overlaps) + " overlaps"
             : "FAIL (negative control): no overlap found, so this run shows the checker could miss one";
+  } else if (malformed > 0 && run.workers_failed == 0) {
+    status = 2;
+    verdict = "ERROR: " + std::to_string(malformed) + " record lines could not be read (a format bug)";
+  } else if (a.register_mode != "none" && (summary.writes_unanswered > 0 || summary.writes_accepted == 0)) {
+    status = 2;
+    verdict = "ERROR: the register did not answer " + std::to_string(summary.writes_unanswered) + " of " +
+              std::to_string(summary.writes) + " writes, so the run cannot say what it accepted";
+  } else if (summary.expired_on_return > 0 && mode != Mode::pause_client) {
+    // (A worker paused between the grant and reading the clock records it late.)
+    status = 1;
+    verdict = "FAIL: " + std::to_string(summary.expired_on_return) +
+              " locks were already expired when lock() returned them";
   } else if (summary.stale_accepted > 0) {
     status = 1;
     verdict = "FAIL: the register accepted " + std::to_string(summary.stale_accepted) + " stale writes";

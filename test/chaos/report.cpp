@@ -97,13 +97,14 @@ std::string map_json(const std::map<std::string, std::size_t>& m) {
 
 // The register's checks (Summary's write counters), from the history alone.
 void check_writes(const std::vector<Record>& records, const std::vector<Write>& writes, Summary& s) {
-  // Each holder's validity, by who it was and its token.
-  std::map<std::tuple<int, int, std::uint64_t>, Clock::time_point> valid_until;
+  // Each holder's grant and validity, by who it was, where, with which token.
+  using Holder = std::tuple<int, int, int, std::uint64_t>;  // process, thread, resource, token
+  std::map<Holder, const Record*> holders;
   // Per resource, grants in the order lock() returned, with the highest token so far.
   std::map<int, std::vector<std::pair<Clock::time_point, std::uint64_t>>> grants;
   for (const Record& r : records) {
     if (!r.acquired()) continue;
-    valid_until[{r.process, r.thread, r.fencing_token}] = r.valid_until;
+    holders[{r.process, r.thread, r.resource, r.fencing_token}] = &r;
     grants[r.resource].emplace_back(r.returned, r.fencing_token);
   }
   for (auto& [resource, list] : grants) {
@@ -111,6 +112,10 @@ void check_writes(const std::vector<Record>& records, const std::vector<Write>& 
     for (std::size_t i = 1; i < list.size(); ++i)
       list[i].second = std::max(list[i].second, list[i - 1].second);
   }
+  auto holder_of = [&](const Write& w) -> const Record* {
+    auto h = holders.find({w.process, w.thread, w.resource, w.token});
+    return h == holders.end() ? nullptr : h->second;
+  };
 
   std::vector<const Write*> in_register_order;
   for (const Write& w : writes) {
@@ -121,8 +126,8 @@ void check_writes(const std::vector<Record>& records, const std::vector<Write>& 
     }
     in_register_order.push_back(&w);
     (w.accepted == 1 ? s.writes_accepted : s.writes_refused) += 1;
-    auto v = valid_until.find({w.process, w.thread, w.token});
-    if (v != valid_until.end() && w.invoked > v->second) ++s.writes_after_validity;
+    const Record* holder = holder_of(w);
+    if (holder != nullptr && w.invoked > holder->valid_until) ++s.writes_after_validity;
     const auto& list = grants[w.resource];
     auto later = std::lower_bound(list.begin(), list.end(), std::make_pair(w.invoked, std::uint64_t{0}));
     if (later != list.begin() && std::prev(later)->second > w.token) {
@@ -130,15 +135,32 @@ void check_writes(const std::vector<Record>& records, const std::vector<Write>& 
       s.superseded_refused += w.accepted == 0 ? 1 : 0;
     }
   }
-  // Replays the register: per resource, the highest token accepted so far.
+  // Replays the register in its own order. A write is stale if the register
+  // had already taken a higher token, or the same token from another holder,
+  // or a write from a holder granted after this writer's validity ended
+  // (which catches tokens that did not grow with real time: the register's
+  // own test alone could never fail).
   std::sort(in_register_order.begin(), in_register_order.end(),
             [](const Write* a, const Write* b) { return a->seq < b->seq; });
-  std::map<int, std::uint64_t> highest;
+  struct Taken {
+    std::uint64_t token = 0;
+    std::pair<int, int> holder{-1, -1};
+    Clock::time_point latest_grant{};
+  };
+  std::map<int, Taken> taken;  // by resource
   for (const Write* w : in_register_order) {
     if (w->accepted != 1) continue;
-    std::uint64_t& top = highest[w->resource];
-    if (w->token < top) ++s.stale_accepted;
-    top = std::max(top, w->token);
+    Taken& t = taken[w->resource];
+    const std::pair<int, int> who{w->process, w->thread};
+    const Record* holder = holder_of(*w);
+    const bool below = w->token < t.token || (w->token == t.token && who != t.holder && t.holder.first >= 0);
+    const bool superseded = holder != nullptr && t.latest_grant > holder->valid_until;
+    if (below || superseded) ++s.stale_accepted;
+    if (w->token >= t.token) {
+      t.token = w->token;
+      t.holder = who;
+    }
+    if (holder != nullptr) t.latest_grant = std::max(t.latest_grant, holder->returned);
   }
 }
 
@@ -192,9 +214,16 @@ Summary summarize(const std::vector<Record>& records, const std::vector<Write>& 
   for (auto& [resource, sections] : held) {
     std::sort(sections.begin(), sections.end(),
               [](const Record* a, const Record* b) { return a->returned < b->returned; });
-    for (std::size_t i = 1; i < sections.size(); ++i) {
-      ++s.tokens_checked;
-      if (sections[i]->fencing_token <= sections[i - 1]->fencing_token) ++s.token_inversions;
+    // A worker paused between the grant and reading the clock records its
+    // grant late (returned past valid_until): its place in grant order is unknown.
+    const Record* previous = nullptr;
+    for (const Record* r : sections) {
+      if (r->returned >= r->valid_until) continue;
+      if (previous != nullptr) {
+        ++s.tokens_checked;
+        if (r->fencing_token <= previous->fencing_token) ++s.token_inversions;
+      }
+      previous = r;
     }
     for (std::size_t i = 0; i < sections.size(); ++i) {
       const Record& a = *sections[i];

@@ -3,6 +3,8 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -212,9 +214,17 @@ void Masters::shift_clock(const std::vector<int>& targets, milliseconds offset) 
     const std::string path = (*cluster_)[static_cast<std::size_t>(t)].dir() + "/clock-shift";
     const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
     if (fd < 0) throw std::runtime_error("open " + path + ": " + std::strerror(errno));
-    // The shim maps the file shared: the server sees this at its next clock read.
-    const bool written = ::pwrite(fd, &ns, sizeof ns, 0) == static_cast<ssize_t>(sizeof ns);
+    struct stat st {};
+    bool written = ::fstat(fd, &st) == 0 &&
+                   (st.st_size >= static_cast<off_t>(sizeof ns) || ::ftruncate(fd, sizeof ns) == 0);
+    // One 8-byte store into the page the shim maps: it never reads half of it.
+    void* map = written ? ::mmap(nullptr, sizeof ns, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0) : MAP_FAILED;
     ::close(fd);
+    written = map != MAP_FAILED;
+    if (written) {
+      __atomic_store_n(static_cast<std::int64_t*>(map), ns, __ATOMIC_RELAXED);
+      ::munmap(map, sizeof ns);
+    }
     if (!written) throw std::runtime_error("write " + path);
   }
 }

@@ -52,29 +52,27 @@ class RecordFile {
   std::FILE* file_;
 };
 
-// The register's one script: a write with a token below the last one taken is
-// refused when fenced (ARGV[2] == "1"); every write gets the next number of
-// one counter, the register's order. Tokens stay below 2^53 (microseconds),
-// exact as Lua numbers; the stored token is the client's own decimal string.
+// The register's one script: a write with a token below the last one taken,
+// or equal to it from another holder (ARGV[3]), is refused when fenced
+// (ARGV[2] == "1"); every write gets the next number of one counter, the
+// register's order. Tokens stay below 2^53 (microseconds), exact as Lua
+// numbers; the stored token is the client's own decimal string.
 constexpr const char* register_script =
     "local seq = redis.call('incr', KEYS[2])\n"
-    "local last = redis.call('get', KEYS[1])\n"
-    "if ARGV[2] == '1' and last and tonumber(last) > tonumber(ARGV[1]) then return {0, seq} end\n"
-    "redis.call('set', KEYS[1], ARGV[1])\n"
+    "local last = redis.call('hmget', KEYS[1], 'token', 'holder')\n"
+    "if ARGV[2] == '1' and last[1] then\n"
+    "  local stored, mine = tonumber(last[1]), tonumber(ARGV[1])\n"
+    "  if stored > mine or (stored == mine and last[2] ~= ARGV[3]) then return {0, seq} end\n"
+    "end\n"
+    "redis.call('hset', KEYS[1], 'token', ARGV[1], 'holder', ARGV[3])\n"
     "return {1, seq}\n";
 
-/// One thread's connection to the register (a redis-server no fault touches).
+/// One thread's connection to the register (a redis-server no fault touches);
+/// reopened at the next write after an error.
 class Register {
  public:
-  Register(const WorkerConfig& config, RecordFile& out) : config_(config), out_(out) {
-    if (config.register_port == 0) return;
-    timeval timeout{2, 0};
-    context_ = redisConnectWithTimeout("127.0.0.1", config.register_port, timeout);
-    if (context_ != nullptr && context_->err == 0) redisSetTimeout(context_, timeout);
-  }
-  ~Register() {
-    if (context_ != nullptr) redisFree(context_);
-  }
+  Register(const WorkerConfig& config, RecordFile& out) : config_(config), out_(out) {}
+  ~Register() { disconnect(); }
   Register(const Register&) = delete;
   Register& operator=(const Register&) = delete;
 
@@ -89,26 +87,42 @@ class Register {
     const std::string key = config_.key_prefix + "register:{" + std::to_string(holder.resource) + "}";
     const std::string seq_key = config_.key_prefix + "register:seq";
     const std::string token = std::to_string(w.token);
+    const std::string holder_id = std::to_string(w.process) + "/" + std::to_string(w.thread);
     const char* argv[] = {"EVAL",
                           register_script,
                           "2",
                           key.c_str(),
                           seq_key.c_str(),
                           token.c_str(),
-                          config_.register_fenced ? "1" : "0"};
-    auto* reply = context_ != nullptr && context_->err == 0
-                      ? static_cast<redisReply*>(redisCommandArgv(context_, 7, argv, nullptr))
-                      : nullptr;
+                          config_.register_fenced ? "1" : "0",
+                          holder_id.c_str()};
+    auto* reply =
+        connected() ? static_cast<redisReply*>(redisCommandArgv(context_, 8, argv, nullptr)) : nullptr;
     w.completed = Clock::now();
     if (reply != nullptr && reply->type == REDIS_REPLY_ARRAY && reply->elements == 2) {
       w.accepted = static_cast<int>(reply->element[0]->integer);
       w.seq = reply->element[1]->integer;
     }
     if (reply != nullptr) freeReplyObject(reply);
+    if (reply == nullptr) disconnect();  // an I/O error or a timeout: a new connection next time
     out_.write(w);
   }
 
  private:
+  bool connected() {
+    if (context_ != nullptr) return true;
+    timeval timeout{2, 0};
+    context_ = redisConnectWithTimeout("127.0.0.1", config_.register_port, timeout);
+    if (context_ != nullptr && context_->err == 0 && redisSetTimeout(context_, timeout) == REDIS_OK)
+      return true;
+    disconnect();
+    return false;
+  }
+  void disconnect() {
+    if (context_ != nullptr) redisFree(context_);
+    context_ = nullptr;
+  }
+
   const WorkerConfig& config_;
   RecordFile& out_;
   redisContext* context_ = nullptr;
@@ -139,7 +153,10 @@ void hold_kept(Redlock& redlock, Lock lock, const WorkerConfig& config, std::mt1
     if (extend_now(rng) == 0 && guard.extend(config.ttl)) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
+  // The leave write, even after a loss: a holder that acts on a lock it may
+  // have lost, as the register must refuse. The section ends after it.
   resource.write(r);
+  r.left = Clock::now();
   r.unlock_error = code_of(guard.unlock());
   r.unlocked = Clock::now();
 }
@@ -177,8 +194,9 @@ void contend(Redlock& redlock, const WorkerConfig& config, int thread, RecordFil
         std::this_thread::sleep_for(
             std::chrono::duration_cast<Clock::duration>(validity * hold_fraction(rng)));
       }
-      r.left = Clock::now();
+      // The leave write is work done under the lock: the section ends after it.
       resource.write(r);
+      r.left = Clock::now();
       r.unlock_error = code_of(redlock.unlock(*lock));
       r.unlocked = Clock::now();
     }
