@@ -7,6 +7,7 @@
 #include <redlock/export.hpp>
 #include <redlock/inspect.hpp>
 #include <redlock/lock.hpp>
+#include <redlock/mutex.hpp>
 #include <redlock/options.hpp>
 #include <redlock/result.hpp>
 #include <redlock/stats.hpp>
