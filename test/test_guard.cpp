@@ -54,7 +54,9 @@ TEST_CASE("extend on a kept LockGuard moves valid_until and the renewals to the 
   // at the old ttl it would leave at most 300 ms on the masters.
   auto extended = guard.valid_until();
   REQUIRE(eventually([&] { return guard.valid_until() > extended; }, 4s));
-  for (std::size_t i = 0; i < masters.size(); ++i) CHECK(masters[i].pttl("{stretched-guard}") > 3000);
+  // A round decides at a majority: the last master may answer a moment later.
+  for (std::size_t i = 0; i < masters.size(); ++i)
+    CHECK(eventually([&] { return masters[i].pttl("{stretched-guard}") > 3000; }));
   CHECK_FALSE(guard.lost());
 }
 

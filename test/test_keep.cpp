@@ -112,7 +112,9 @@ TEST_CASE("extending a kept lock moves its renewals to the new ttl; a refused ex
     // Renewing at the old ttl would leave at most 300 ms on the masters; the
     // period follows the ttl too (1 s), so wait for one renewal after it.
     REQUIRE(loop.run_until([&] { return renewals >= 2; }, 3000ms));
-    for (std::size_t i = 0; i < masters.size(); ++i) CHECK(masters[i].pttl("{stretched}") > 1500);
+    // A round decides at a majority: the last master may answer a moment later.
+    for (std::size_t i = 0; i < masters.size(); ++i)
+      CHECK(eventually([&] { return masters[i].pttl("{stretched}") > 1500; }));
     CHECK(lost.calls.empty());
 
     for (std::size_t i = 0; i < 2; ++i) masters[i].set("{stretched}", "someone-else", 10s);
