@@ -78,9 +78,11 @@ class Client::Impl final : public Context {
 
   /// `wait`: a lock() that waits that long (errc::timeout at the end); with
   /// `budget` instead, the retry-count form, which gives up after that long.
-  void run(Operation::Kind kind, Lock lock, milliseconds ttl, int attempts, Operation::Callback cb,
-           std::optional<milliseconds> wait = std::nullopt, std::optional<milliseconds> budget = std::nullopt,
-           bool counted = true) {
+  /// Returns the call's id (Client::CallId).
+  std::uint64_t run(Operation::Kind kind, Lock lock, milliseconds ttl, int attempts, Operation::Callback cb,
+                    std::optional<milliseconds> wait = std::nullopt,
+                    std::optional<milliseconds> budget = std::nullopt, bool counted = true) {
+    const std::uint64_t id = ++last_id_;
     if (!cb) cb = [](std::error_code, const Lock&) {};
     errc refused{};
     std::string wrong;
@@ -105,7 +107,7 @@ class Client::Impl final : public Context {
         if (say) say(std::string("invalid argument to ") + call_name(kind) + ": " + wrong);
         cb(make_error_code(refused), Lock{});
       });
-      return;
+      return id;
     }
     auto op = std::make_shared<Operation>(*this, kind, std::move(lock), ttl, attempts, std::move(cb));
     op->counted = counted;
@@ -114,8 +116,20 @@ class Client::Impl final : public Context {
     if (wait) started.wait_until(now + static_cast<std::uint64_t>(std::min(*wait, max_wait).count()), true);
     if (budget) started.wait_until(now + static_cast<std::uint64_t>(budget->count()), false);
     op->registry_slot = operations_.size();
+    op->id = id;
     operations_.push_back(std::move(op));
     started.start();
+    return id;
+  }
+
+  void cancel(std::uint64_t id) {
+    for (const auto& op : operations_) {
+      if (op->id != id) continue;
+      // finish() retires it from operations_: hold it until abandon() returns.
+      auto keep_alive = op;
+      keep_alive->abandon();
+      return;
+    }
   }
 
   bool closed() const { return closed_; }
@@ -259,7 +273,8 @@ class Client::Impl final : public Context {
   std::function<void(const Lock&)> on_lost_;
   std::vector<MasterStats> closed_masters_;  // the masters' last counters, after close()
   bool closed_ = false;
-  bool closing_ = false;  // inside close()
+  bool closing_ = false;       // inside close()
+  std::uint64_t last_id_ = 0;  // Client::CallId: the last one given
 };
 
 Client::Client(uv_loop_t* loop, Options options) {
@@ -271,7 +286,7 @@ Client::Client(uv_loop_t* loop, Options options) {
 
 Client::~Client() = default;
 
-void Client::lock(std::string resource, milliseconds ttl, LockCallback cb) {
+Client::CallId Client::lock(std::string resource, milliseconds ttl, LockCallback cb) {
   Lock lock{std::move(resource), impl_->new_value()};
   const Options& o = impl_->options;
   // No longer than polling could take: every attempt's reply, every pause at
@@ -279,14 +294,14 @@ void Client::lock(std::string resource, milliseconds ttl, LockCallback cb) {
   auto budget = (o.retry_count + 1) * o.command_timeout + o.retry_count * (o.retry_delay + o.retry_jitter);
   std::optional<milliseconds> waits;
   if (o.retry_count > 0) waits = budget;
-  impl_->run(Operation::Kind::acquire, std::move(lock), ttl, o.retry_count + 1, std::move(cb), std::nullopt,
-             waits);
+  return impl_->run(Operation::Kind::acquire, std::move(lock), ttl, o.retry_count + 1, std::move(cb),
+                    std::nullopt, waits);
 }
 
-void Client::lock(std::string resource, milliseconds ttl, milliseconds wait, LockCallback cb) {
+Client::CallId Client::lock(std::string resource, milliseconds ttl, milliseconds wait, LockCallback cb) {
   Lock lock{std::move(resource), impl_->new_value()};
-  impl_->run(Operation::Kind::acquire, std::move(lock), ttl, std::numeric_limits<int>::max(), std::move(cb),
-             wait);
+  return impl_->run(Operation::Kind::acquire, std::move(lock), ttl, std::numeric_limits<int>::max(),
+                    std::move(cb), wait);
 }
 
 void Client::try_lock(std::string resource, milliseconds ttl, LockCallback cb) {
@@ -321,6 +336,10 @@ void Client::unlock(const Lock& lock, UnlockCallback cb) {
 
 void Client::close(std::function<void()> cb) {
   impl_->close(std::move(cb));
+}
+
+void Client::cancel(CallId id) {
+  impl_->cancel(id);
 }
 
 std::vector<MasterError> Client::master_errors() const {

@@ -25,6 +25,8 @@ class Category final : public std::error_category {
         return "the client is closed";
       case errc::expired:
         return "the lock's validity ran out before a renewal succeeded";
+      case errc::canceled:
+        return "canceled";
     }
     return "unknown redlock error " + std::to_string(value);
   }

@@ -544,6 +544,14 @@ std::error_code Operation::check_on_arrival(const Lock& lock) {
   return make_error_code(errc::not_held);
 }
 
+void Operation::abandon() {
+  if (!cb_ || kind_ != Kind::acquire) return;
+  // A SET already written may still succeed: released at once, as after a
+  // failed attempt, so nobody waits out its ttl.
+  if (round_) release_everywhere(lock_.value);
+  finish(make_error_code(errc::canceled));
+}
+
 void Operation::cancel() {
   // A SET already written may still succeed; whoever waits for this resource
   // must not wait out its ttl. An extend or continue_lock in flight is not

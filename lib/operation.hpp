@@ -105,11 +105,16 @@ class Operation final : public Waiters::Waiter {
                     std::optional<std::chrono::microseconds> took = std::nullopt);
   /// Where the owner keeps this operation (Client::Impl's registry).
   std::size_t registry_slot = 0;
+  /// Client::CallId: what Client::cancel names it by.
+  std::uint64_t id = 0;
   /// Counted in Context::calls: a user's call, not the library's own release.
   bool counted = true;
   /// The client is closing: release what a round in flight may take, answer
   /// errc::closed, do nothing more.
   void cancel();
+  /// Client::cancel: answers errc::canceled, leaving the line; what an
+  /// attempt in flight may still win is released.
+  void abandon();
 
   void wake(std::string_view message) override;
   void recheck() override;

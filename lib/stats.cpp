@@ -57,11 +57,15 @@ void Outcomes::count(std::error_code error) noexcept {
     case errc::expired:
       ++expired;
       break;
+    case errc::canceled:
+      ++canceled;
+      break;
   }
 }
 
 std::uint64_t Outcomes::total() const noexcept {
-  return ok + not_acquired + unavailable + timeout + not_held + invalid_argument + closed + expired;
+  return ok + not_acquired + unavailable + timeout + not_held + invalid_argument + closed + expired +
+         canceled;
 }
 
 const char* to_string(MasterState state) noexcept {
@@ -169,7 +173,7 @@ class Exposition {
     const std::pair<const char*, std::uint64_t> all[] = {
         {"ok", o.ok},           {"not_acquired", o.not_acquired}, {"unavailable", o.unavailable},
         {"timeout", o.timeout}, {"not_held", o.not_held},         {"invalid_argument", o.invalid_argument},
-        {"closed", o.closed},   {"expired", o.expired},
+        {"closed", o.closed},   {"expired", o.expired},           {"canceled", o.canceled},
     };
     for (const auto& [outcome, n] : all) {
       sample("calls_total", "call=\"" + std::string(call) + "\",outcome=\"" + outcome + "\"", n);

@@ -7,6 +7,7 @@
 #include <redlock/stats.hpp>
 
 #include <chrono>
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
@@ -43,6 +44,8 @@ class REDLOCK_API Client {
  public:
   /// Answers lock, try_lock, extend and continue_lock: an error, or the Lock.
   using LockCallback = std::function<void(std::error_code, Lock)>;
+  /// Names a lock() call for cancel(); never 0, never reused by a Client.
+  using CallId = std::uint64_t;
   /// Answers unlock.
   using UnlockCallback = std::function<void(std::error_code)>;
   /// Told once why a keep() hold ended.
@@ -59,7 +62,8 @@ class REDLOCK_API Client {
   /// Acquires `resource` for `ttl`, retrying Options::retry_count times.
   /// Between attempts it waits as the form below does, for at most
   /// retry_delay + jitter each time.
-  void lock(std::string resource, milliseconds ttl, LockCallback cb);
+  /// Returns the call's id for cancel().
+  CallId lock(std::string resource, milliseconds ttl, LockCallback cb);
   /// Attempts until acquired or until `wait` has passed since this call
   /// (0: one attempt). Between attempts it sleeps until the first of: a
   /// release of `resource` heard from any master, the moment the holder's
@@ -67,7 +71,8 @@ class REDLOCK_API Client {
   /// Within this Client, waiters on one resource go first come, first served.
   /// errc::timeout when the wait ran out while others held the lock; the
   /// last attempt's error otherwise.
-  void lock(std::string resource, milliseconds ttl, milliseconds wait, LockCallback cb);
+  /// Returns the call's id for cancel().
+  CallId lock(std::string resource, milliseconds ttl, milliseconds wait, LockCallback cb);
   /// One attempt, no retries.
   void try_lock(std::string resource, milliseconds ttl, LockCallback cb);
   /// Sets the remaining time to `ttl` on a quorum where the value is still
@@ -100,6 +105,12 @@ class REDLOCK_API Client {
   /// Fails pending operations with errc::closed, closes every connection and
   /// then calls `cb` (may be empty). Later calls are answered with errc::closed.
   void close(std::function<void()> cb);
+  /// Ends the lock() call `id` if it has not been answered yet: it is
+  /// answered errc::canceled on a later turn, it leaves its place in line
+  /// (the next waiter goes on), and a lock its attempt in flight may still
+  /// win is released at once. Does nothing for a call already answered, or
+  /// an id this Client never gave.
+  void cancel(CallId id);
 
   /// The masters that cannot vote now, or whose last answer was a failure,
   /// with the cause, in Options::masters order; empty when every master is

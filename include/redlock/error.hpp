@@ -24,6 +24,8 @@ enum class errc {
   closed,
   /// keep: the lock's validity ran out before a renewal succeeded
   expired,
+  /// Client::cancel of a lock() still waiting
+  canceled,
 };
 
 /// The category of every redlock::errc; its name() is "redlock".

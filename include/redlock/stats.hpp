@@ -62,6 +62,8 @@ struct REDLOCK_API Outcomes {
   std::uint64_t closed = 0;
   /// errc::expired.
   std::uint64_t expired = 0;
+  /// errc::canceled.
+  std::uint64_t canceled = 0;
 
   /// Counts one outcome; an error that is not a redlock::errc is not counted.
   void count(std::error_code error) noexcept;

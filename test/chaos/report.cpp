@@ -25,6 +25,8 @@ constexpr std::pair<errc, const char*> errc_names[] = {
     {errc::not_held, "not_held"},
     {errc::invalid_argument, "invalid_argument"},
     {errc::closed, "closed"},
+    {errc::expired, "expired"},
+    {errc::canceled, "canceled"},
 };
 
 std::string error_name(int code) {

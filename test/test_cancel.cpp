@@ -1,0 +1,165 @@
+#include <catch2/catch.hpp>
+
+#include <redlock/redlock.hpp>
+
+#include <chrono>
+#include <memory>
+#include <string>
+
+#include "support/calls.hpp"
+#include "support/cluster.hpp"
+#include "support/eventually.hpp"
+#include "support/holders.hpp"
+#include "support/loop.hpp"
+
+using namespace redlock;
+using namespace redlock::test;
+using namespace std::chrono_literals;
+using steady = std::chrono::steady_clock;
+
+namespace {
+
+// A waiter that could only poll would wait this long between attempts: a
+// prompt answer can only come from a wake.
+Options slow_polling(Options o) {
+  o.retry_delay = 10s;
+  o.retry_jitter = 0ms;
+  o.command_timeout = 200ms;
+  return o;
+}
+
+// One lock() in flight: its id, its answers.
+struct Call {
+  std::shared_ptr<Answer> answer = std::make_shared<Answer>();
+  Client::CallId id = 0;
+
+  Call(Client& client, const std::string& resource, milliseconds ttl, milliseconds wait) {
+    id = client.lock(resource, ttl, wait, [a = answer](std::error_code e, Lock l) {
+      ++a->calls;
+      a->error = e;
+      a->lock = std::move(l);
+    });
+  }
+  bool done() const { return answer->calls > 0; }
+};
+
+}  // namespace
+
+TEST_CASE("cancel answers a waiting lock() once with canceled, and the holder keeps its lock", "[cancel]") {
+  Cluster masters(3);
+  LoopFixture loop;
+  {
+    Client holder(loop.get(), masters.options());
+    Client waiter(loop.get(), slow_polling(masters.options()));
+    Answer held = try_lock(loop, holder, "report", 30s);
+    REQUIRE_FALSE(held.error);
+
+    Call call(waiter, "report", 10s, 60s);
+    CHECK(call.id != 0);
+    REQUIRE(loop.run_until([&] { return !masters.queued_on("{report}", 1).empty(); }, 5s));
+    auto asked = steady::now();
+    waiter.cancel(call.id);
+    CHECK_FALSE(call.done());  // never inside the call
+    REQUIRE(loop.run_until([&] { return call.done(); }, 2s));
+    CHECK(steady::now() - asked < 1s);
+    CHECK(call.answer->error == errc::canceled);
+    // It left the gate's queue; the holder still holds.
+    CHECK(loop.run_until([&] { return masters.queued_on("{report}", 1).empty(); }, 2s));
+    CHECK(held_everywhere(masters, "{report}", held.lock.value));
+
+    // Once only, and ids are never answered twice nor reused.
+    waiter.cancel(call.id);
+    waiter.cancel(987654321);
+    (void)loop.run_until([] { return false; }, 50ms);  // time for a wrong answer to arrive
+    CHECK(call.answer->calls == 1);
+    Call next(waiter, "other", 10s, 1s);
+    CHECK(next.id > call.id);
+    REQUIRE(loop.run_until([&] { return next.done(); }, 5s));
+    CHECK_FALSE(next.answer->error);
+    CHECK(waiter.stats().acquire.canceled == 1);
+
+    holder.close(nullptr);
+    waiter.close(nullptr);
+  }
+  REQUIRE(loop.close());
+}
+
+TEST_CASE("a canceled waiter does not strand the waiters behind it", "[cancel]") {
+  Cluster masters(3);
+  LoopFixture loop;
+  {
+    Client holder(loop.get(), masters.options());
+    Client first(loop.get(), slow_polling(masters.options()));
+    Client second(loop.get(), slow_polling(masters.options()));
+    Answer held = try_lock(loop, holder, "queue", 30s);
+    REQUIRE_FALSE(held.error);
+
+    Call ahead(first, "queue", 10s, 60s);
+    REQUIRE(loop.run_until([&] { return !masters.queued_on("{queue}", 1).empty(); }, 5s));
+    Call behind(second, "queue", 10s, 60s);
+    REQUIRE(loop.run_until([&] { return !masters.queued_on("{queue}", 2).empty(); }, 5s));
+    // The first waiter in the same Client as a local line, too.
+    Call local(first, "queue", 10s, 60s);
+
+    first.cancel(ahead.id);
+    REQUIRE(loop.run_until([&] { return ahead.done(); }, 2s));
+    CHECK(ahead.answer->error == errc::canceled);
+
+    // The release goes to those still waiting, at once (not after 10 s of polling).
+    auto released = steady::now();
+    CHECK_FALSE(unlock(loop, holder, held.lock));
+    REQUIRE(loop.run_until([&] { return behind.done() || local.done(); }, 3s));
+    CHECK(steady::now() - released < 2s);
+    // `behind` is second's call, `local` first's; one holds now, the other waits.
+    const bool behind_won = behind.done();
+    Call& winner = behind_won ? behind : local;
+    Call& other = behind_won ? local : behind;
+    Client& winner_client = behind_won ? second : first;
+    Client& other_client = behind_won ? first : second;
+    REQUIRE_FALSE(winner.answer->error);
+    CHECK_FALSE(other.done());
+    CHECK_FALSE(unlock(loop, winner_client, winner.answer->lock));
+    REQUIRE(loop.run_until([&] { return other.done(); }, 3s));
+    CHECK_FALSE(other.answer->error);
+    CHECK_FALSE(unlock(loop, other_client, other.answer->lock));
+    CHECK(held_nowhere(masters, "{queue}"));
+
+    holder.close(nullptr);
+    first.close(nullptr);
+    second.close(nullptr);
+  }
+  REQUIRE(loop.close());
+}
+
+TEST_CASE("a lock() canceled while its attempt is in flight leaves nothing on the masters", "[cancel]") {
+  Cluster masters(3);
+  LoopFixture loop;
+  {
+    Client client(loop.get(), masters.options());
+    for (int i = 0; i < 20; ++i) {
+      const std::string resource = "free-" + std::to_string(i);
+      Call call(client, resource, 10s, 5s);
+      // The attempt starts on this turn; cancel before any reply is read.
+      client.cancel(call.id);
+      REQUIRE(loop.run_until([&] { return call.done(); }, 2s));
+      CHECK(call.answer->error == errc::canceled);
+      CHECK(eventually([&] { return held_nowhere(masters, "{" + resource + "}"); }));
+    }
+    // The form with retries can be canceled too.
+    Answer held = try_lock(loop, client, "busy", 30s);
+    REQUIRE_FALSE(held.error);
+    Client other(loop.get(), slow_polling(masters.options()));
+    auto answer = std::make_shared<Answer>();
+    Client::CallId id = other.lock("busy", 10s, [answer](std::error_code e, const Lock&) {
+      ++answer->calls;
+      answer->error = e;
+    });
+    (void)loop.run_until([] { return false; }, 50ms);  // time for a wrong answer to arrive
+    other.cancel(id);
+    REQUIRE(loop.run_until([&] { return answer->calls > 0; }, 2s));
+    CHECK(answer->error == errc::canceled);
+    client.close(nullptr);
+    other.close(nullptr);
+  }
+  REQUIRE(loop.close());
+}
