@@ -1,6 +1,7 @@
 #include <redlock/mutex.hpp>
 
-#include <atomic>
+#include <cmath>
+#include <condition_variable>
 #include <limits>
 #include <mutex>
 #include <optional>
@@ -11,54 +12,111 @@
 namespace redlock {
 namespace {
 
+using steady = std::chrono::steady_clock;
+
 // Client::lock treats a wait this long as a wait without end.
 constexpr milliseconds forever = milliseconds::max();
 constexpr milliseconds max_ttl{std::numeric_limits<std::int32_t>::max()};
+// Longer waits are waits without end (steady_clock's nanoseconds last 292 years).
+constexpr long double century_ms = 100.0L * 365 * 24 * 3600 * 1000;
 
 }  // namespace
 
 struct Mutex::State {
   State(Redlock& r, milliseconds t, KeepOptions k) : redlock(r), ttl(t), keep(k) {}
 
-  // Takes `taken` (the holder's thread, local mutex held); false and the
-  // error kept when it is an error.
-  bool take(Result<Lock> taken) {
-    std::lock_guard<std::mutex> lock(state_mutex);
-    if (!taken) {
-      error = taken.error();
+  // The local side: threads of this process take turns. A flag under a
+  // std::mutex and a condition variable rather than a std::timed_mutex, so
+  // that any thread may release it and ThreadSanitizer follows the waits.
+  // `until` empty: without end. False when the deadline passed first.
+  bool enter(const std::optional<steady::time_point>& until) {
+    std::unique_lock<std::mutex> lock(local_mutex);
+    auto free = [this] { return !held; };
+    if (!until) {
+      turn.wait(lock, free);
+    } else if (!turn.wait_until(lock, *until, free)) {
       return false;
     }
-    guard.emplace(redlock, std::move(*taken), keep);
-    error = {};
-    holder = std::this_thread::get_id();
+    held = true;
     return true;
   }
 
-  void fail(errc why) {
-    std::lock_guard<std::mutex> lock(state_mutex);
-    error = make_error_code(why);
+  void leave() {
+    {
+      std::lock_guard<std::mutex> lock(local_mutex);
+      held = false;
+    }
+    turn.notify_one();
   }
 
-  bool held_by_this_thread() const { return holder.load() == std::this_thread::get_id(); }
+  // The local side is ours: takes `taken` or records why not; its error.
+  std::error_code take(Result<Lock> taken) {
+    if (!taken) {
+      fail(taken.error());
+      return taken.error();
+    }
+    std::lock_guard<std::mutex> lock(state_mutex);
+    guard.emplace(redlock, std::move(*taken), keep);
+    holder = std::this_thread::get_id();
+    if (error_thread == holder) error = {};  // this thread's last attempt succeeded
+    return {};
+  }
+
+  void fail(std::error_code why) {
+    std::lock_guard<std::mutex> lock(state_mutex);
+    error = why;
+    error_thread = std::this_thread::get_id();
+  }
+
+  bool held_by_this_thread() const {
+    std::lock_guard<std::mutex> lock(state_mutex);
+    return guard && holder == std::this_thread::get_id();
+  }
 
   Redlock& redlock;
   const milliseconds ttl;
   const KeepOptions keep;
-  // Threads of this process go one at a time.
-  std::timed_mutex local;
-  std::atomic<std::thread::id> holder{};
-  // Written by the holder under state_mutex, so that lost() and valid_until()
-  // may read them from any thread.
+
+  std::mutex local_mutex;
+  std::condition_variable turn;
+  bool held = false;  // guarded by local_mutex
+
+  // The holder's state, under state_mutex: lost() and valid_until() read it
+  // from any thread.
   mutable std::mutex state_mutex;
   std::optional<LockGuard> guard;
-  std::error_code error;  // the last failure
+  std::thread::id holder;
+  std::error_code error;  // the last failure, or why the last hold was lost
+  std::thread::id error_thread;
 };
+
+namespace {
+
+// Releases the local side on the way out of a failed or throwing attempt.
+class LocalTurn {
+ public:
+  explicit LocalTurn(Mutex::State& state) : state_(state) {}
+  ~LocalTurn() {
+    if (!kept_) state_.leave();
+  }
+  LocalTurn(const LocalTurn&) = delete;
+  LocalTurn& operator=(const LocalTurn&) = delete;
+  void keep() { kept_ = true; }
+
+ private:
+  Mutex::State& state_;
+  bool kept_ = false;
+};
+
+}  // namespace
 
 Mutex::Mutex(Redlock& redlock, std::string resource, milliseconds ttl, KeepOptions keep)
     : resource_(std::move(resource)) {
   if (resource_.empty()) throw std::invalid_argument("redlock::Mutex: resource is empty");
   if (ttl.count() < 1 || ttl > max_ttl)
     throw std::invalid_argument("redlock::Mutex: ttl must be 1 ms to 2^31-1 ms");
+  if (keep.every.count() < 0 || keep.max_hold.count() < 0)
+    throw std::invalid_argument("redlock::Mutex: KeepOptions every and max_hold must not be negative");
   state_ = std::make_unique<State>(redlock, ttl, keep);
 }
 
@@ -71,59 +129,63 @@ void Mutex::lock() {
     throw std::system_error(std::make_error_code(std::errc::resource_deadlock_would_occur),
                             "redlock::Mutex: this thread holds '" + resource_ + "' already");
   }
-  state_->local.lock();
-  if (!state_->take(state_->redlock.lock(resource_, state_->ttl, forever))) {
-    state_->local.unlock();
-    throw std::system_error(error(), "redlock::Mutex: lock '" + resource_ + "'");
-  }
+  state_->enter(std::nullopt);
+  LocalTurn turn(*state_);
+  if (std::error_code error = state_->take(state_->redlock.lock(resource_, state_->ttl, forever)))
+    throw std::system_error(error, "redlock::Mutex: lock '" + resource_ + "'");
+  turn.keep();
 }
 
 bool Mutex::try_lock() {
-  if (!state_->local.try_lock()) {
-    // Another thread of this process holds it (or this one: no failure).
-    if (!state_->held_by_this_thread()) state_->fail(errc::not_acquired);
+  if (!state_->enter(steady::now())) {
+    // Another thread holds it (or this one: that is no failure).
+    if (!state_->held_by_this_thread()) state_->fail(make_error_code(errc::not_acquired));
     return false;
   }
-  if (state_->take(state_->redlock.try_lock(resource_, state_->ttl))) return true;
-  state_->local.unlock();
-  return false;
+  LocalTurn turn(*state_);
+  if (state_->take(state_->redlock.try_lock(resource_, state_->ttl))) return false;
+  turn.keep();
+  return true;
 }
 
-bool Mutex::try_lock_within(milliseconds wait) {
+bool Mutex::try_lock_within(long double wait_ms) {
   if (state_->held_by_this_thread()) {
     throw std::system_error(std::make_error_code(std::errc::resource_deadlock_would_occur),
                             "redlock::Mutex: this thread holds '" + resource_ + "' already");
   }
-  const auto start = std::chrono::steady_clock::now();
-  if (!state_->local.try_lock_for(wait)) {
-    state_->fail(errc::timeout);
+  const bool without_end = !(wait_ms < century_ms);  // also NaN
+  const auto wait =
+      milliseconds{without_end ? 0 : static_cast<milliseconds::rep>(std::ceil(std::max(wait_ms, 0.0L)))};
+  const auto start = steady::now();
+  if (!state_->enter(without_end ? std::nullopt : std::optional<steady::time_point>(start + wait))) {
+    state_->fail(make_error_code(errc::timeout));
     return false;
   }
-  const auto left = wait - std::chrono::ceil<milliseconds>(std::chrono::steady_clock::now() - start);
-  Result<Lock> taken = left.count() > 0 ? state_->redlock.lock(resource_, state_->ttl, left)
-                                        : state_->redlock.try_lock(resource_, state_->ttl);
-  if (state_->take(std::move(taken))) return true;
-  state_->local.unlock();
-  return false;
+  LocalTurn turn(*state_);
+  Result<Lock> taken = [&] {
+    if (without_end) return state_->redlock.lock(resource_, state_->ttl, forever);
+    const auto left = wait - std::chrono::ceil<milliseconds>(steady::now() - start);
+    return left.count() > 0 ? state_->redlock.lock(resource_, state_->ttl, left)
+                            : state_->redlock.try_lock(resource_, state_->ttl);
+  }();
+  if (state_->take(std::move(taken))) return false;
+  turn.keep();
+  return true;
 }
 
 void Mutex::unlock() noexcept {
-  // Only the thread that locked it (std::lock_guard and std::unique_lock do so).
-  if (!state_->held_by_this_thread()) return;
   std::optional<LockGuard> guard;
   {
     std::lock_guard<std::mutex> lock(state_->state_mutex);
+    if (!state_->guard) return;  // not held
     guard.emplace(std::move(*state_->guard));
     state_->guard.reset();
+    state_->holder = std::thread::id{};
   }
   const std::error_code lost = guard->error();
   const std::error_code unlocked = guard->unlock();
-  {
-    std::lock_guard<std::mutex> lock(state_->state_mutex);
-    state_->error = lost ? lost : unlocked;
-  }
-  state_->holder = std::thread::id{};
-  state_->local.unlock();
+  if (lost || unlocked) state_->fail(lost ? lost : unlocked);
+  state_->leave();
 }
 
 bool Mutex::lost() const {
@@ -134,7 +196,7 @@ bool Mutex::lost() const {
 std::error_code Mutex::error() const {
   std::lock_guard<std::mutex> lock(state_->state_mutex);
   if (state_->guard && state_->guard->lost()) return state_->guard->error();
-  return state_->error;
+  return state_->error_thread == std::this_thread::get_id() ? state_->error : std::error_code{};
 }
 
 std::chrono::steady_clock::time_point Mutex::valid_until() const {
@@ -144,6 +206,7 @@ std::chrono::steady_clock::time_point Mutex::valid_until() const {
 
 const Lock& Mutex::lock_held() const {
   static const Lock none{};
+  std::lock_guard<std::mutex> lock(state_->state_mutex);
   return state_->guard ? state_->guard->lock() : none;
 }
 

@@ -171,6 +171,62 @@ TEST_CASE("a lost Mutex says so; its unlock releases the local side", "[mutex]")
   mutex.unlock();
 }
 
+TEST_CASE("a Mutex unlocked by another thread is free again at once", "[mutex]") {
+  Cluster masters(3);
+  Redlock redlock(patient(masters.options()));
+  Mutex mutex(redlock, "handed-over", 5s);
+  std::unique_lock<Mutex> held(mutex);
+  std::thread other([moved = std::move(held)]() mutable { moved.unlock(); });
+  other.join();
+  CHECK(eventually([&] { return held_nowhere(masters, "{handed-over}"); }));
+  // Free for this process and for others.
+  Redlock elsewhere(patient(masters.options()));
+  Result<Lock> taken = elsewhere.try_lock("handed-over", 5s);
+  REQUIRE(taken);
+  CHECK_FALSE(elsewhere.unlock(*taken));
+  CHECK(mutex.try_lock_for(2s));
+  mutex.unlock();
+}
+
+TEST_CASE("try_lock_for and try_lock_until take the largest waits as waits without end", "[mutex]") {
+  Cluster masters(3);
+  Redlock redlock(patient(masters.options()));
+  Mutex mutex(redlock, "patient", 5s);
+  std::atomic<bool> taken{false};
+  std::thread holder([&] {
+    std::lock_guard<Mutex> held(mutex);
+    taken = true;
+    std::this_thread::sleep_for(300ms);
+  });
+  REQUIRE(eventually([&] { return taken.load(); }));
+  CHECK(mutex.try_lock_for(std::chrono::milliseconds::max()));
+  mutex.unlock();
+  holder.join();
+  std::thread again([&] {
+    std::lock_guard<Mutex> held(mutex);
+    std::this_thread::sleep_for(100ms);
+  });
+  std::this_thread::sleep_for(20ms);
+  CHECK(mutex.try_lock_until(std::chrono::steady_clock::time_point::max()));
+  mutex.unlock();
+  again.join();
+  CHECK(mutex.try_lock_until(std::chrono::system_clock::now() - 1h));  // free: one attempt
+  mutex.unlock();
+}
+
+TEST_CASE("error() is the calling thread's: another thread's failure is not the holder's", "[mutex]") {
+  Cluster masters(1);
+  Redlock redlock(patient(masters.options()));
+  Mutex mutex(redlock, "mine", 5s);
+  std::lock_guard<Mutex> held(mutex);
+  std::thread other([&] {
+    CHECK_FALSE(mutex.try_lock());
+    CHECK(mutex.error() == errc::not_acquired);
+  });
+  other.join();
+  CHECK_FALSE(mutex.error());
+}
+
 TEST_CASE("a Mutex refuses bad arguments at construction", "[mutex]") {
   Cluster masters(1);
   Redlock redlock(masters.options());
@@ -178,4 +234,16 @@ TEST_CASE("a Mutex refuses bad arguments at construction", "[mutex]") {
   CHECK_THROWS_AS(Mutex(redlock, "r", 0ms), std::invalid_argument);
   CHECK_THROWS_AS(Mutex(redlock, "r", std::chrono::milliseconds{(1LL << 31)}), std::invalid_argument);
   CHECK_NOTHROW(Mutex(redlock, "r", std::chrono::milliseconds{(1LL << 31) - 1}));
+  CHECK_THROWS_AS(Mutex(redlock, "r", 1s, KeepOptions{-1ms, 0ms}), std::invalid_argument);
+  CHECK_THROWS_AS(Mutex(redlock, "r", 1s, KeepOptions{0ms, -1ms}), std::invalid_argument);
+  // A ttl the Client refuses (the drift allowance eats 1 ms whole): lock() says so.
+  Mutex tiny(redlock, "r", 1ms);
+  try {
+    tiny.lock();
+    FAIL("lock() returned");
+  } catch (const std::system_error& e) {
+    CHECK(e.code() == errc::invalid_argument);
+  }
+  CHECK(tiny.try_lock_for(10ms) == false);
+  CHECK(tiny.error() == errc::invalid_argument);
 }

@@ -28,7 +28,10 @@ namespace redlock {
 class REDLOCK_API Mutex {
  public:
   /// `redlock` must outlive the Mutex. Throws std::invalid_argument for an
-  /// empty resource or a ttl outside 1 ms to 2^31-1 ms.
+  /// empty resource, a ttl outside 1 ms to 2^31-1 ms, or negative keep
+  /// options. A ttl the Redlock's options refuse (eaten by the drift
+  /// allowance, longer than restart_quarantine) makes lock() throw
+  /// errc::invalid_argument.
   Mutex(Redlock& redlock, std::string resource, milliseconds ttl, KeepOptions keep = {});
   /// Unlocks if held.
   ~Mutex();
@@ -42,24 +45,31 @@ class REDLOCK_API Mutex {
   /// One attempt; false if another holder has it or the masters could not
   /// say (error() says why).
   bool try_lock();
-  /// Waits at most `wait`; false when it ran out (error() says why).
+  /// Waits at most `wait`; false when it ran out (error() says why). A wait
+  /// of a century or more is a wait without end.
   template <class Rep, class Period>
   bool try_lock_for(const std::chrono::duration<Rep, Period>& wait) {
-    return try_lock_within(std::chrono::ceil<milliseconds>(wait));
+    // In long double milliseconds first: no duration overflows on the way.
+    const std::chrono::duration<long double, std::milli> ms = wait;
+    return try_lock_within(ms.count());
   }
   /// Waits until `deadline` at most (by its own clock).
   template <class Clock, class Duration>
   bool try_lock_until(const std::chrono::time_point<Clock, Duration>& deadline) {
-    return try_lock_within(std::chrono::ceil<milliseconds>(deadline - Clock::now()));
+    const auto now = Clock::now();
+    if (deadline <= now) return try_lock_within(0);
+    return try_lock_for(deadline - now);
   }
-  /// Releases the resource on the masters, then the local side. Never throws.
+  /// Releases the resource on the masters, then the local side. Never
+  /// throws. Any thread may call it (std::unique_lock moved to another
+  /// thread); when the Mutex is not held it does nothing.
   void unlock() noexcept;
 
   /// The hold ended other than by unlock(): the lock must not be relied on.
   /// Any thread, any time.
   bool lost() const;
-  /// Why the last lock attempt failed, or why the hold was lost; empty
-  /// otherwise.
+  /// Why the hold was lost, or why this thread's last lock attempt failed;
+  /// empty otherwise.
   std::error_code error() const;
   /// The end of the current validity, moved on by every renewal; the epoch
   /// when not held.
@@ -69,14 +79,15 @@ class REDLOCK_API Mutex {
   /// The resource it locks.
   const std::string& resource() const noexcept { return resource_; }
 
+  /// The local side, the holder and its LockGuard, defined in the .cpp, so
+  /// that this header brings no <mutex> (whose std::try_lock would join the
+  /// overload sets of users' own unqualified try_lock calls).
+  struct State;
+
  private:
-  bool try_lock_within(milliseconds wait);
+  bool try_lock_within(long double wait_ms);
 
   std::string resource_;
-  // The local mutex, the holder and its LockGuard: in the .cpp, so that this
-  // header brings no <mutex> (whose std::try_lock would join overload sets
-  // of users' own unqualified try_lock calls).
-  struct State;
   std::unique_ptr<State> state_;
 };
 
