@@ -225,6 +225,12 @@ Result<Lock> Redlock::try_lock(std::string resource, milliseconds ttl) {
   });
 }
 
+Result<Lock> Redlock::lock_permit(std::string resource, int permits, milliseconds ttl, milliseconds wait) {
+  return impl_->wait([&](Client& c, Client::LockCallback done) {
+    c.lock_permit(std::move(resource), permits, ttl, wait, std::move(done));
+  });
+}
+
 Result<Lock> Redlock::extend(const Lock& lock, milliseconds ttl) {
   Result<Lock> extended =
       impl_->wait([&](Client& c, Client::LockCallback done) { c.extend(lock, ttl, std::move(done)); });

@@ -4,7 +4,9 @@
 
 #include <algorithm>
 #include <limits>
+#include <map>
 #include <optional>
+#include <random>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -16,6 +18,7 @@
 #include "keys.hpp"
 #include "lock_value.hpp"
 #include "operation.hpp"
+#include "permit_call.hpp"
 #include "quorum.hpp"
 #include "renewal.hpp"
 #include "token.hpp"
@@ -28,10 +31,12 @@ constexpr std::size_t max_key_bytes = std::size_t{64} * 1024;
 constexpr milliseconds max_ttl{std::numeric_limits<std::int32_t>::max()};
 // Longer waits are waits without end (about 285 million years: no overflow).
 constexpr milliseconds max_wait{std::int64_t{1} << 53};
+// A semaphore is that many locks: beyond this it is a caller's bug.
+constexpr int max_permits = 10000;
 
 }  // namespace
 
-class Client::Impl final : public Context {
+class Client::Impl final : public Context, public PermitHost {
  public:
   Impl(uv_loop_t* loop, Options options) : Context(loop, std::move(options)) {
     for (std::size_t i = 0; i < this->options.masters.size(); ++i) {
@@ -95,18 +100,7 @@ class Client::Impl final : public Context {
       if (!wrong.empty()) refused = errc::invalid_argument;
     }
     if (refused != errc{}) {
-      // Which argument was wrong goes to the diagnostics, on the same later turn.
-      std::function<void(std::string_view)> say;
-      if (!wrong.empty() && options.diagnostics) say = options.diagnostics;
-      post([this, alive = alive(), called = std::chrono::steady_clock::now(), cb = std::move(cb), refused,
-            say = std::move(say), wrong = std::move(wrong), kind] {
-        if (!alive.expired())
-          Operation::count(*this, kind, make_error_code(refused),
-                           std::chrono::duration_cast<std::chrono::microseconds>(
-                               std::chrono::steady_clock::now() - called));
-        if (say) say(std::string("invalid argument to ") + call_name(kind) + ": " + wrong);
-        cb(make_error_code(refused), Lock{});
-      });
+      refuse(kind, refused, std::move(wrong), std::move(cb));
       return id;
     }
     auto op = std::make_shared<Operation>(*this, kind, std::move(lock), ttl, attempts, std::move(cb));
@@ -130,7 +124,54 @@ class Client::Impl final : public Context {
       keep_alive->abandon();
       return;
     }
+    auto call = permit_calls_.find(id);
+    if (call != permit_calls_.end()) call->second.call->cancel();
   }
+
+  std::uint64_t lock_permit(Lock lock, int permits, milliseconds ttl, milliseconds wait,
+                            Operation::Callback cb) {
+    const std::uint64_t id = ++last_id_;
+    if (!cb) cb = [](std::error_code, const Lock&) {};
+    std::string wrong = invalid_argument(Operation::Kind::acquire, lock, ttl);
+    if (wrong.empty() && (permits < 1 || permits > max_permits))
+      wrong = "permits " + std::to_string(permits) + " is not in 1.." + std::to_string(max_permits);
+    if (wrong.empty() && wait.count() < 0) wrong = "wait " + std::to_string(wait.count()) + " ms is negative";
+    if (closed_ || !wrong.empty()) {
+      refuse(Operation::Kind::acquire, closed_ ? errc::closed : errc::invalid_argument, std::move(wrong),
+             std::move(cb));
+      return id;
+    }
+    auto call = std::make_shared<PermitCall>(*this, id, std::move(lock), permits, ttl,
+                                             std::min(wait, max_wait), std::move(cb));
+    permit_calls_[id] = {call, std::chrono::steady_clock::now()};
+    call->start();
+    return id;
+  }
+
+  // PermitHost
+  std::uint64_t acquire_permit(Lock lock, milliseconds ttl, milliseconds wait, Answer answer) override {
+    if (wait.count() == 0)
+      return run(Operation::Kind::acquire, std::move(lock), ttl, 1, std::move(answer), std::nullopt,
+                 std::nullopt, false);
+    return run(Operation::Kind::acquire, std::move(lock), ttl, std::numeric_limits<int>::max(),
+               std::move(answer), wait, std::nullopt, false);
+  }
+  void cancel_permit(std::uint64_t id) override { cancel(id); }
+  std::uint64_t now_ms() const override { return uv_now(loop); }
+  milliseconds pause() override {
+    std::uniform_int_distribution<long long> jitter(0, options.retry_jitter.count());
+    return options.retry_delay + milliseconds{jitter(rng)};
+  }
+  int random_below(int n) override { return std::uniform_int_distribution<int>(0, n - 1)(rng); }
+  void permit_call_done(std::uint64_t id, std::error_code error) override {
+    auto call = permit_calls_.find(id);
+    if (call == permit_calls_.end()) return;
+    Operation::count(*this, Operation::Kind::acquire, error,
+                     std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() -
+                                                                           call->second.called));
+    permit_calls_.erase(call);
+  }
+  std::weak_ptr<const bool> host_alive() const override { return alive(); }
 
   bool closed() const { return closed_; }
 
@@ -234,6 +275,22 @@ class Client::Impl final : public Context {
     return invalid_ttl(ttl);
   }
 
+  // Answers a call refused at once, on a later turn; which argument was
+  // wrong goes to the diagnostics, on the same turn.
+  void refuse(Operation::Kind kind, errc refused, std::string wrong, Operation::Callback cb) {
+    std::function<void(std::string_view)> say;
+    if (!wrong.empty() && options.diagnostics) say = options.diagnostics;
+    post([this, alive = alive(), called = std::chrono::steady_clock::now(), cb = std::move(cb), refused,
+          say = std::move(say), wrong = std::move(wrong), kind] {
+      if (!alive.expired())
+        Operation::count(
+            *this, kind, make_error_code(refused),
+            std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - called));
+      if (say) say(std::string("invalid argument to ") + call_name(kind) + ": " + wrong);
+      cb(make_error_code(refused), Lock{});
+    });
+  }
+
   std::string invalid_ttl(milliseconds ttl) const {
     std::string said = "ttl " + std::to_string(ttl.count()) + " ms ";
     if (ttl.count() <= 0 || ttl > max_ttl)
@@ -275,6 +332,11 @@ class Client::Impl final : public Context {
   bool closed_ = false;
   bool closing_ = false;       // inside close()
   std::uint64_t last_id_ = 0;  // Client::CallId: the last one given
+  struct PendingPermit {
+    std::shared_ptr<PermitCall> call;
+    std::chrono::steady_clock::time_point called;
+  };
+  std::map<std::uint64_t, PendingPermit> permit_calls_;  // lock_permit calls not answered yet
 };
 
 Client::Client(uv_loop_t* loop, Options options) {
@@ -302,6 +364,12 @@ Client::CallId Client::lock(std::string resource, milliseconds ttl, milliseconds
   Lock lock{std::move(resource), impl_->new_value()};
   return impl_->run(Operation::Kind::acquire, std::move(lock), ttl, std::numeric_limits<int>::max(),
                     std::move(cb), wait);
+}
+
+Client::CallId Client::lock_permit(std::string resource, int permits, milliseconds ttl, milliseconds wait,
+                                   LockCallback cb) {
+  Lock lock{std::move(resource), impl_->new_value()};
+  return impl_->lock_permit(std::move(lock), permits, ttl, wait, std::move(cb));
 }
 
 void Client::try_lock(std::string resource, milliseconds ttl, LockCallback cb) {

@@ -142,7 +142,7 @@ void Keeper::send(std::vector<Hold*>& batch) {
     items.reserve(to - from);
     for (std::size_t i = from; i < to; ++i) {
       const Lock& l = batch[i]->lock;
-      items.push_back({l.resource, l.value, l.ttl});
+      items.push_back({l.resource, l.permit, l.value, l.ttl});
     }
     auto renewal =
         hooks_.renew(std::move(items), [this](const std::string& value, std::error_code error,

@@ -34,6 +34,17 @@ inline std::string helper(std::string_view lock_key, std::string_view name) {
   return key;
 }
 
+/// Permit `permit` of the semaphore `resource` (Client::lock_permit): each
+/// permit is a lock of its own, under this key, a helper of the resource's.
+inline std::string permit(std::string_view key_prefix, std::string_view resource, int permit) {
+  return helper(lock(key_prefix, resource), "permit:" + std::to_string(permit));
+}
+
+/// The key a Lock is held on: its permit's, or the resource's lock key.
+inline std::string held(std::string_view key_prefix, std::string_view resource, int permit) {
+  return permit < 0 ? lock(key_prefix, resource) : keys::permit(key_prefix, resource, permit);
+}
+
 /// The fencing counter (Options::fencing).
 inline std::string fencing(std::string_view lock_key) {
   return helper(lock_key, "fencing");

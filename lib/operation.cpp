@@ -33,7 +33,7 @@ Operation::Operation(Context& context, Kind kind, Lock lock, milliseconds ttl, i
       ttl_(ttl),
       attempts_left_(attempts),
       cb_(std::move(cb)),
-      key_(keys::lock(context.options.key_prefix, lock_.resource)) {
+      key_(keys::held(context.options.key_prefix, lock_.resource, lock_.permit)) {
   if (context.options.fencing && (kind == Kind::acquire || kind == Kind::continue_lock))
     counter_key_ = keys::fencing(key_);
 }

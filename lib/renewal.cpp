@@ -31,7 +31,7 @@ std::shared_ptr<Renewal> Renewal::start(Context& context, std::vector<Item> item
   keys.reserve(all.size());
   ttls.reserve(all.size());
   for (const Item& item : all) {
-    keys.push_back(keys::lock(context.options.key_prefix, item.resource));
+    keys.push_back(keys::held(context.options.key_prefix, item.resource, item.permit));
     ttls.push_back(std::to_string(item.ttl.count()));
   }
   std::vector<std::string_view> argv;

@@ -29,6 +29,7 @@ class Renewal final : public ReplyHandler, public std::enable_shared_from_this<R
 
   struct Item {
     std::string resource;
+    int permit = -1;  // Lock::permit
     std::string value;
     std::chrono::milliseconds ttl;
   };

@@ -27,17 +27,25 @@ namespace {
 // Every key and channel of `resource`, with what it is.
 std::vector<std::pair<std::string, std::string>> keys_of(const std::string& prefix,
                                                          const std::string& resource) {
-  std::string lock = keys::lock(prefix, resource);
-  return {{lock, "lock"},
-          {keys::fencing(lock), "fencing"},
-          {keys::queue(lock), "queue"},
-          {keys::reservation(lock), "reservation"},
-          {keys::release_channel(lock), "channel"}};
+  std::vector<std::pair<std::string, std::string>> all;
+  // The resource's lock, and two permits of it as a semaphore (each a lock
+  // with helpers of its own).
+  for (int permit : {-1, 0, 1}) {
+    std::string lock = keys::held(prefix, resource, permit);
+    std::string what = permit < 0 ? "" : "permit " + std::to_string(permit) + " ";
+    all.insert(all.end(), {{lock, what + "lock"},
+                           {keys::fencing(lock), what + "fencing"},
+                           {keys::queue(lock), what + "queue"},
+                           {keys::reservation(lock), what + "reservation"},
+                           {keys::release_channel(lock), what + "channel"}});
+  }
+  return all;
 }
 
 // Names built from the pieces a hostile name would use, each once.
 std::set<std::string> hostile_names() {
-  const std::vector<std::string> pieces{"x", "{", "}", ":", "queue", "reserved", "fencing", "released", "}:"};
+  const std::vector<std::string> pieces{"x",        "{",       "}",  ":",        "queue",
+                                        "reserved", "fencing", "}:", "released", "permit:0"};
   std::vector<std::string> names{""};
   std::set<std::string> all;
   for (int length = 1; length <= 4; ++length) {

@@ -35,6 +35,9 @@ class REDLOCK_API Redlock {
   Result<Lock> lock(std::string resource, milliseconds ttl, milliseconds wait);
   /// See Client::try_lock.
   Result<Lock> try_lock(std::string resource, milliseconds ttl);
+  /// See Client::lock_permit: one of `permits` permits of `resource`,
+  /// waiting at most `wait`. Never reentrant: each call takes a permit.
+  Result<Lock> lock_permit(std::string resource, int permits, milliseconds ttl, milliseconds wait);
   /// See Client::extend.
   Result<Lock> extend(const Lock& lock, milliseconds ttl);
   /// See Client::continue_lock.

@@ -73,6 +73,14 @@ class REDLOCK_API Client {
   /// last attempt's error otherwise.
   /// Returns the call's id for cancel().
   CallId lock(std::string resource, milliseconds ttl, milliseconds wait, LockCallback cb);
+  /// A semaphore: takes one of `permits` permits of `resource` (1 to
+  /// 10,000), waiting at most `wait`, so that at most `permits` holders hold
+  /// one at once, across processes. Each permit is a lock of its own on the
+  /// masters (key_prefix + {resource} + ":permit:" + N), so the quorum rule
+  /// holds per permit. The Lock's `permit` says which; extend, keep, unlock
+  /// and continue_lock take it as any Lock. errc::timeout when every permit
+  /// stayed held until the deadline. Returns the call's id for cancel().
+  CallId lock_permit(std::string resource, int permits, milliseconds ttl, milliseconds wait, LockCallback cb);
   /// One attempt, no retries.
   void try_lock(std::string resource, milliseconds ttl, LockCallback cb);
   /// Sets the remaining time to `ttl` on a quorum where the value is still

@@ -28,6 +28,9 @@ struct REDLOCK_API Lock {
   bool continued = true;
   /// The ttl it was taken or last extended with (Client::keep renews to it).
   std::chrono::milliseconds ttl{0};
+  /// lock_permit: which of the semaphore's permits it holds, 0 <= permit <
+  /// permits; -1 for a lock of the resource itself.
+  int permit = -1;
 
   /// Time left, rounded down; zero once expired.
   std::chrono::milliseconds validity() const;
