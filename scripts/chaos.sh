@@ -37,8 +37,13 @@
 # violation or failed, or if a control found none. Each run's output is kept
 # in $CHAOS_LOG_DIR (default: a new directory under /tmp).
 #
+# permit: 24 workers share one semaphore of 3 permits (lock_permit) under the
+# mixed faults: never more than 3 holders, never two of one permit; and its
+# control, control-permit-counter: the same semaphore as a counter per master,
+# which must be caught over-admitting.
+#
 # Named but not built yet (asking for them with --only fails, saying so):
-# shared, permit, all, election, control-permit-counter (the third layer).
+# shared, all, election (the third layer).
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd -P)
@@ -241,11 +246,13 @@ runs=(
   "clock-large|--mode clock-large"
   "pause-client|--mode pause-client"
   "partition|--mode partition"
+  "permit|--mode mixed --quarantine-ms $quarantine --permits 3 --resources 1 --threads 8"
   "control-clock-unfenced|--mode clock-large --register unfenced --expect-stale"
   "control-pause-unfenced|--mode pause-client --register unfenced --expect-stale"
+  "control-permit-counter|--mode none --permits 3 --resources 1 --threads 8 --counter-semaphore --register none --expect-over-admission"
 )
 # The third layer's runs, until its primitives exist.
-not_built=(shared permit all election control-permit-counter)
+not_built=(shared all election)
 # The clock shim preloads into masters this script starts itself.
 local_only=(clock clock-large control-clock-unfenced)
 
@@ -255,14 +262,14 @@ field() { sed -n "s/.*\"$1\":\([^,}]*\).*/\1/p" <<<"$2"; }
 error_field() { grep -o '"errors":{[^}]*}' <<<"$2" | sed -n "s/.*\"$1\":\([0-9]*\).*/\1/p"; }
 ms() { [[ $1 =~ ^[0-9]+$ ]] && awk -v us="$1" 'BEGIN { printf "%.1f", us / 1000 }' || echo "-"; }
 
-row() { printf '%-23s %5s %6s %8s %8s %11s %8s %6s %6s %9s %9s %8s %7s  %s' "$@"; }
+row() { printf '%-23s %5s %6s %8s %8s %5s %11s %8s %6s %6s %9s %9s %8s %7s  %s' "$@"; }
 
 failures=0
 table=()
 for name in "${not_built[@]}"; do
   [[ -n $only && $only == *",$name,"* ]] || continue
   echo "== $name: not built yet (the third layer's primitives do not exist yet)"
-  table+=("$(row "$name" - - - - - - - - - - - - FAIL)")
+  table+=("$(row "$name" - - - - - - - - - - - - - FAIL)")
   failures=$((failures + 1))
 done
 for run in "${runs[@]}"; do
@@ -291,18 +298,19 @@ for run in "${runs[@]}"; do
     rate=$(field success_rate_healthy "$json")
     [[ $rate == null || -z $rate ]] && rate="-" || rate=$(awk -v r="$rate" 'BEGIN { printf "%.1f%%", 100 * r }')
     table+=("$(row "$name" "$status" "$(field faults "$json")" "$(field acquisitions "$json")" \
-      "$(field overlaps "$json")" "$(field tokens_checked "$json")/$(field token_inversions "$json")" \
+      "$(field overlaps "$json")" "$(field over_admissions "$json")" \
+      "$(field tokens_checked "$json")/$(field token_inversions "$json")" \
       "$(field overruns "$json")" "$(field stale_accepted "$json")" "$(field writes_refused "$json")" \
       "$(ms "$(field p50_acquire_us "$json")")" "$(ms "$(field p99_acquire_us "$json")")" "$rate" \
       "$(error_field unavailable "$json")" "$verdict")")
   else
-    table+=("$(row "$name" "$status" - - - - - - - - - - - "$verdict")")
+    table+=("$(row "$name" "$status" - - - - - - - - - - - - "$verdict")")
   fi
 done
 
 echo
 echo "redlock-chaos summary ($backend, ${seconds} s per mode, ttl $ttl ms, logs in $log_dir)"
-row run exit faults acquired overlaps "tokens/inv" overruns stale refused "p50 ms" "p99 ms" "ok/hlth" unavail verdict
+row run exit faults acquired overlaps over "tokens/inv" overruns stale refused "p50 ms" "p99 ms" "ok/hlth" unavail verdict
 echo
 for line in "${table[@]}"; do echo "$line"; done
 ((${#table[@]} > 0)) || die "--only matched no run"

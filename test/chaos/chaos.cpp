@@ -101,6 +101,12 @@ options:
                        every write (a control); none
   --expect-stale       control: exit 0 only if the register accepted a stale
                        write (a token below one it had taken before)
+  --permits P          take one of P permits of each resource (lock_permit)
+                       instead of its lock; checked: no two holders of one
+                       permit, never more than P holders of a resource
+  --counter-semaphore  with --permits: the control's semaphore, a counter per
+                       master, which over-admits (needs --holds timed)
+  --expect-over-admission  control: exit 0 only if more than P held at once
   --list-faults        print every fault
   --keep-records DIR   keep the workers' record files in DIR
 
@@ -134,6 +140,9 @@ struct Args {
   std::optional<std::uint64_t> seed;
   bool expect_overlap = false;
   bool expect_stale = false;
+  bool expect_over_admission = false;
+  int permits = 0;
+  bool counter_semaphore = false;
   std::string register_mode = "fenced";
   int register_port = 0;
   std::string writes;
@@ -195,6 +204,14 @@ Args parse_args(int argc, char** argv) {
       a.expect_stale = true;
       continue;
     }
+    if (opt == "--expect-over-admission") {
+      a.expect_over_admission = true;
+      continue;
+    }
+    if (opt == "--counter-semaphore") {
+      a.counter_semaphore = true;
+      continue;
+    }
     if (opt == "--list-faults") {
       a.list_faults = true;
       continue;
@@ -235,6 +252,8 @@ Args parse_args(int argc, char** argv) {
       if (value != "fenced" && value != "unfenced" && value != "none")
         usage_error("--register wants fenced, unfenced or none");
       a.register_mode = std::string(value);
+    } else if (opt == "--permits") {
+      a.permits = number(opt, value, 0, 1000);
     } else if (opt == "--register-port") {
       a.register_port = number(opt, value, 0, 65535);
     } else if (opt == "--writes") {
@@ -266,6 +285,8 @@ Args parse_args(int argc, char** argv) {
     }
   }
   if (!a.worker && !a.mode) usage_error("--mode is required");
+  if (a.counter_semaphore && (a.permits == 0 || a.holds != "timed"))
+    usage_error("--counter-semaphore needs --permits and --holds timed");
   if (!a.external_ports.empty()) {
     if (a.fault_command.empty()) usage_error("--external-ports needs --fault-command");
     a.masters = static_cast<int>(a.external_ports.size());
@@ -294,6 +315,8 @@ int worker_main(const Args& a) {
   config.register_port = a.register_port;
   config.register_fenced = a.register_mode == "fenced";
   config.writes_path = a.writes;
+  config.permits = a.permits;
+  config.counter_semaphore = a.counter_semaphore;
   return run_worker(config);
 }
 
@@ -470,6 +493,7 @@ int parent_main(const Args& a) {
   run.ttl = a.ttl;
   run.quarantine = a.quarantine;
   run.seed = seed;
+  run.permits = a.permits;
   run.start = Clock::now();
   const Clock::time_point until = run.start + a.seconds;
 
@@ -481,40 +505,44 @@ int parent_main(const Args& a) {
       Worker w;
       w.out = dir + "/worker-" + std::to_string(p) + ".records";
       w.writes = dir + "/worker-" + std::to_string(p) + ".writes";
-      w.pid = spawn(self, {self,
-                           "--worker",
-                           "--process",
-                           std::to_string(p),
-                           "--parent",
-                           std::to_string(::getpid()),
-                           "--endpoints",
-                           join_endpoints(masters.client_endpoints(p)),
-                           "--threads",
-                           std::to_string(a.threads),
-                           "--resources",
-                           std::to_string(a.resources),
-                           "--ttl-ms",
-                           std::to_string(a.ttl.count()),
-                           "--quarantine-ms",
-                           std::to_string(a.quarantine.count()),
-                           "--retry-count",
-                           std::to_string(a.retry_count),
-                           "--retry-delay-ms",
-                           std::to_string(a.retry_delay.count()),
-                           "--key-prefix",
-                           "chaos-" + std::to_string(::getpid()) + ":",
-                           "--until-ns",
-                           std::to_string(to_ns(until)),
-                           "--out",
-                           w.out,
-                           "--holds",
-                           a.holds,
-                           "--register",
-                           a.register_mode,
-                           "--register-port",
-                           std::to_string(register_server ? register_server->port() : 0),
-                           "--writes",
-                           w.writes});
+      std::vector<std::string> args = {self,
+                                       "--worker",
+                                       "--process",
+                                       std::to_string(p),
+                                       "--parent",
+                                       std::to_string(::getpid()),
+                                       "--endpoints",
+                                       join_endpoints(masters.client_endpoints(p)),
+                                       "--threads",
+                                       std::to_string(a.threads),
+                                       "--resources",
+                                       std::to_string(a.resources),
+                                       "--ttl-ms",
+                                       std::to_string(a.ttl.count()),
+                                       "--quarantine-ms",
+                                       std::to_string(a.quarantine.count()),
+                                       "--retry-count",
+                                       std::to_string(a.retry_count),
+                                       "--retry-delay-ms",
+                                       std::to_string(a.retry_delay.count()),
+                                       "--key-prefix",
+                                       "chaos-" + std::to_string(::getpid()) + ":",
+                                       "--until-ns",
+                                       std::to_string(to_ns(until)),
+                                       "--out",
+                                       w.out,
+                                       "--holds",
+                                       a.holds,
+                                       "--register",
+                                       a.register_mode,
+                                       "--register-port",
+                                       std::to_string(register_server ? register_server->port() : 0),
+                                       "--writes",
+                                       w.writes,
+                                       "--permits",
+                                       std::to_string(a.permits)};
+      if (a.counter_semaphore) args.emplace_back("--counter-semaphore");
+      w.pid = spawn(self, args);
       workers.push_back(w);
     }
   } catch (const std::exception& e) {
@@ -573,7 +601,7 @@ int parent_main(const Args& a) {
     }
   }
 
-  const Summary summary = summarize(records, writes, schedule);
+  const Summary summary = summarize(records, writes, schedule, a.permits);
   print_text(stdout, run, summary, schedule, a.list_faults);
   if (malformed > 0) std::printf("malformed record lines: %zu\n", malformed);
 
@@ -588,6 +616,14 @@ int parent_main(const Args& a) {
   } else if (interrupted != 0) {
     status = 2;
     verdict = "ERROR: interrupted";
+  } else if (a.expect_over_admission) {
+    status = summary.over_admissions > 0 ? 0 : 1;
+    verdict = summary.over_admissions > 0
+                  ? "PASS (negative control): the checker caught " + std::to_string(summary.over_admissions) +
+                        " grants over the permit count (" + std::to_string(summary.most_holders) +
+                        " holders of " + std::to_string(a.permits) + " permits)"
+                  : "FAIL (negative control): never more holders than permits, so this run shows the checker "
+                    "could miss it";
   } else if (a.expect_stale) {
     status = summary.stale_accepted > 0 ? 0 : 1;
     verdict =
@@ -614,6 +650,10 @@ int parent_main(const Args& a) {
     status = 1;
     verdict = "FAIL: " + std::to_string(summary.expired_on_return) +
               " locks were already expired when lock() returned them";
+  } else if (summary.over_admissions > 0) {
+    status = 1;
+    verdict = "FAIL: " + std::to_string(summary.over_admissions) + " grants over the permit count (" +
+              std::to_string(summary.most_holders) + " holders of " + std::to_string(a.permits) + " permits)";
   } else if (summary.stale_accepted > 0) {
     status = 1;
     verdict = "FAIL: the register accepted " + std::to_string(summary.stale_accepted) + " stale writes";

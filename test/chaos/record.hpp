@@ -35,6 +35,7 @@ struct Record {
   Clock::time_point unlocked{};     // unlock() returned
   int unlock_error = 0;             // as `error`, for that unlock()
   std::uint64_t fencing_token = 0;  // Lock::fencing_token (workers run with Options::fencing)
+  int permit = -1;                  // Lock::permit (--permits); -1 for a lock of the resource
 
   bool acquired() const { return error == 0; }
   /// Left after valid_until: exclusion was no longer promised at the end.
@@ -46,11 +47,11 @@ struct Record {
 /// One line of text, newline included; parse() reads it back.
 inline std::string format(const Record& r) {
   char line[256];
-  std::snprintf(line, sizeof line, "%d %d %d %lld %lld %d %lld %lld %lld %d %llu\n", r.process, r.thread,
+  std::snprintf(line, sizeof line, "%d %d %d %lld %lld %d %lld %lld %lld %d %llu %d\n", r.process, r.thread,
                 r.resource, static_cast<long long>(to_ns(r.called)),
                 static_cast<long long>(to_ns(r.returned)), r.error, static_cast<long long>(to_ns(r.left)),
                 static_cast<long long>(to_ns(r.valid_until)), static_cast<long long>(to_ns(r.unlocked)),
-                r.unlock_error, static_cast<unsigned long long>(r.fencing_token));
+                r.unlock_error, static_cast<unsigned long long>(r.fencing_token), r.permit);
   return line;
 }
 
@@ -59,10 +60,10 @@ inline bool parse(const std::string& line, Record& r) {
   long long called = 0, returned = 0, left = 0, valid_until = 0, unlocked = 0;
   unsigned long long token = 0;
   char end = 0;
-  const int n = std::sscanf(line.c_str(), "%d %d %d %lld %lld %d %lld %lld %lld %d %llu%c", &r.process,
+  const int n = std::sscanf(line.c_str(), "%d %d %d %lld %lld %d %lld %lld %lld %d %llu %d%c", &r.process,
                             &r.thread, &r.resource, &called, &returned, &r.error, &left, &valid_until,
-                            &unlocked, &r.unlock_error, &token, &end);
-  if (n != 12 || end != '\n') return false;
+                            &unlocked, &r.unlock_error, &token, &r.permit, &end);
+  if (n != 13 || end != '\n') return false;
   r.fencing_token = token;
   r.called = from_ns(called);
   r.returned = from_ns(returned);
@@ -79,6 +80,7 @@ struct Write {
   int process = 0;
   int thread = 0;
   int resource = 0;
+  int permit = -1;  // the holder's Lock::permit
   std::uint64_t token = 0;
   Clock::time_point invoked{};
   Clock::time_point completed{};
@@ -90,8 +92,8 @@ struct Write {
 
 inline std::string format(const Write& w) {
   char line[160];
-  std::snprintf(line, sizeof line, "%d %d %d %llu %lld %lld %d %lld\n", w.process, w.thread, w.resource,
-                static_cast<unsigned long long>(w.token), static_cast<long long>(to_ns(w.invoked)),
+  std::snprintf(line, sizeof line, "%d %d %d %d %llu %lld %lld %d %lld\n", w.process, w.thread, w.resource,
+                w.permit, static_cast<unsigned long long>(w.token), static_cast<long long>(to_ns(w.invoked)),
                 static_cast<long long>(to_ns(w.completed)), w.accepted, w.seq);
   return line;
 }
@@ -100,9 +102,9 @@ inline bool parse(const std::string& line, Write& w) {
   unsigned long long token = 0;
   long long invoked = 0, completed = 0;
   char end = 0;
-  const int n = std::sscanf(line.c_str(), "%d %d %d %llu %lld %lld %d %lld%c", &w.process, &w.thread,
-                            &w.resource, &token, &invoked, &completed, &w.accepted, &w.seq, &end);
-  if (n != 9 || end != '\n') return false;
+  const int n = std::sscanf(line.c_str(), "%d %d %d %d %llu %lld %lld %d %lld%c", &w.process, &w.thread,
+                            &w.resource, &w.permit, &token, &invoked, &completed, &w.accepted, &w.seq, &end);
+  if (n != 10 || end != '\n') return false;
   w.token = token;
   w.invoked = from_ns(invoked);
   w.completed = from_ns(completed);

@@ -97,17 +97,40 @@ std::string map_json(const std::map<std::string, std::size_t>& m) {
   return text + "}";
 }
 
+// What one holder at a time may hold: a resource's lock, or one permit of it.
+using Slot = std::pair<int, int>;  // resource, permit (-1: the resource's lock)
+
+// With --permits: no more holders of a resource at once than permits. Each
+// grant that finds `permits` others inside their validity is one too many.
+void check_permits(const std::vector<Record>& records, int permits, Summary& s) {
+  std::map<int, std::vector<std::pair<Clock::time_point, int>>> events;  // by resource: (time, +1/-1)
+  for (const Record& r : records) {
+    if (!r.acquired() || r.valid_end() <= r.returned) continue;
+    events[r.resource].emplace_back(r.returned, +1);
+    events[r.resource].emplace_back(r.valid_end(), -1);
+  }
+  for (auto& [resource, list] : events) {
+    std::sort(list.begin(), list.end());  // at one instant, a leave (-1) before an entry
+    int inside = 0;
+    for (const auto& [when, step] : list) {
+      inside += step;
+      s.most_holders = std::max(s.most_holders, inside);
+      if (step > 0 && inside > permits) ++s.over_admissions;
+    }
+  }
+}
+
 // The register's checks (Summary's write counters), from the history alone.
 void check_writes(const std::vector<Record>& records, const std::vector<Write>& writes, Summary& s) {
   // Each holder's grant and validity, by who it was, where, with which token.
-  using Holder = std::tuple<int, int, int, std::uint64_t>;  // process, thread, resource, token
+  using Holder = std::tuple<int, int, int, int, std::uint64_t>;  // process, thread, resource, permit, token
   std::map<Holder, const Record*> holders;
   // Per resource, grants in the order lock() returned, with the highest token so far.
-  std::map<int, std::vector<std::pair<Clock::time_point, std::uint64_t>>> grants;
+  std::map<Slot, std::vector<std::pair<Clock::time_point, std::uint64_t>>> grants;
   for (const Record& r : records) {
     if (!r.acquired()) continue;
-    holders[{r.process, r.thread, r.resource, r.fencing_token}] = &r;
-    grants[r.resource].emplace_back(r.returned, r.fencing_token);
+    holders[{r.process, r.thread, r.resource, r.permit, r.fencing_token}] = &r;
+    grants[{r.resource, r.permit}].emplace_back(r.returned, r.fencing_token);
   }
   for (auto& [resource, list] : grants) {
     std::sort(list.begin(), list.end());
@@ -115,7 +138,7 @@ void check_writes(const std::vector<Record>& records, const std::vector<Write>& 
       list[i].second = std::max(list[i].second, list[i - 1].second);
   }
   auto holder_of = [&](const Write& w) -> const Record* {
-    auto h = holders.find({w.process, w.thread, w.resource, w.token});
+    auto h = holders.find({w.process, w.thread, w.resource, w.permit, w.token});
     return h == holders.end() ? nullptr : h->second;
   };
 
@@ -130,7 +153,7 @@ void check_writes(const std::vector<Record>& records, const std::vector<Write>& 
     (w.accepted == 1 ? s.writes_accepted : s.writes_refused) += 1;
     const Record* holder = holder_of(w);
     if (holder != nullptr && w.invoked > holder->valid_until) ++s.writes_after_validity;
-    const auto& list = grants[w.resource];
+    const auto& list = grants[{w.resource, w.permit}];
     auto later = std::lower_bound(list.begin(), list.end(), std::make_pair(w.invoked, std::uint64_t{0}));
     if (later != list.begin() && std::prev(later)->second > w.token) {
       ++s.superseded_writes;
@@ -149,10 +172,10 @@ void check_writes(const std::vector<Record>& records, const std::vector<Write>& 
     std::pair<int, int> holder{-1, -1};
     Clock::time_point latest_grant{};
   };
-  std::map<int, Taken> taken;  // by resource
+  std::map<Slot, Taken> taken;
   for (const Write* w : in_register_order) {
     if (w->accepted != 1) continue;
-    Taken& t = taken[w->resource];
+    Taken& t = taken[{w->resource, w->permit}];
     const std::pair<int, int> who{w->process, w->thread};
     const Record* holder = holder_of(*w);
     const bool below = w->token < t.token || (w->token == t.token && who != t.holder && t.holder.first >= 0);
@@ -169,13 +192,13 @@ void check_writes(const std::vector<Record>& records, const std::vector<Write>& 
 }  // namespace
 
 Summary summarize(const std::vector<Record>& records, const std::vector<Write>& writes,
-                  const FaultSchedule& schedule) {
+                  const FaultSchedule& schedule, int permits) {
   Summary s;
   s.errors = zeroed_errors();
   s.unlock_errors = zeroed_errors();
   std::vector<microseconds> latencies;
   std::vector<microseconds> unlock_latencies;
-  std::map<int, std::vector<const Record*>> held;  // by resource
+  std::map<Slot, std::vector<const Record*>> held;  // one holder at a time each
   const Clock::time_point healed = schedule.healed();
 
   for (const Record& r : records) {
@@ -193,7 +216,9 @@ Summary summarize(const std::vector<Record>& records, const std::vector<Write>& 
     if (r.unlock_error != 0) ++s.unlock_errors[error_name(r.unlock_error)];
     if (r.overran()) ++s.overruns;
     if (r.returned >= r.valid_until) ++s.expired_on_return;
-    held[r.resource].push_back(&r);
+    // A semaphore's holders without a permit of their own (the counter
+    // control) are held to the permit count alone.
+    if (permits == 0 || r.permit >= 0) held[{r.resource, r.permit}].push_back(&r);
     if (r.returned >= healed) {
       const auto after = duration_cast<milliseconds>(r.returned - healed);
       if (!s.first_success_after_faults || after < *s.first_success_after_faults)
@@ -240,6 +265,7 @@ Summary summarize(const std::vector<Record>& records, const std::vector<Write>& 
     }
   }
   check_writes(records, writes, s);
+  if (permits > 0) check_permits(records, permits, s);
   return s;
 }
 
@@ -298,6 +324,10 @@ void print_text(std::FILE* out, const RunInfo& run, const Summary& s, const Faul
   std::fprintf(out, "\n");
   std::fprintf(out, "fencing tokens checked in grant order: %zu, inversions: %zu\n", s.tokens_checked,
                s.token_inversions);
+  if (run.permits > 0) {
+    std::fprintf(out, "permits: %d; most holders at once: %d; grants over the permit count: %zu\n",
+                 run.permits, s.most_holders, s.over_admissions);
+  }
   std::fprintf(
       out, "register writes: %zu, accepted %zu, refused %zu, unanswered %zu; stale writes accepted: %zu\n",
       s.writes, s.writes_accepted, s.writes_refused, s.writes_unanswered, s.stale_accepted);
@@ -351,7 +381,8 @@ std::string json_line(const RunInfo& run, const Summary& s, const FaultSchedule&
     << ",\"writes_unanswered\":" << s.writes_unanswered << ",\"stale_accepted\":" << s.stale_accepted
     << ",\"writes_after_validity\":" << s.writes_after_validity
     << ",\"superseded_writes\":" << s.superseded_writes << ",\"superseded_refused\":" << s.superseded_refused
-    << "}";
+    << ",\"permits\":" << run.permits << ",\"most_holders\":" << s.most_holders
+    << ",\"over_admissions\":" << s.over_admissions << "}";
   return j.str();
 }
 

@@ -26,6 +26,7 @@ struct RunInfo {
   std::uint64_t seed = 0;
   Clock::time_point start{};  // workers started; times in the report are relative to it
   int workers_failed = 0;     // exited non-zero, or killed past their deadline
+  int permits = 0;            // --permits (0: the resources' locks)
 };
 
 /// Two critical sections on one resource that were both inside their
@@ -73,11 +74,15 @@ struct Summary {
   /// granted the lock, and how many of those the register refused.
   std::size_t superseded_writes = 0;
   std::size_t superseded_refused = 0;
+  // --permits: the most holders of one resource at once (within validity),
+  // and the grants that made them more than the permits.
+  int most_holders = 0;
+  std::size_t over_admissions = 0;
 };
 
 /// Merges every worker's records and register writes and checks them.
 Summary summarize(const std::vector<Record>& records, const std::vector<Write>& writes,
-                  const FaultSchedule& schedule);
+                  const FaultSchedule& schedule, int permits);
 
 /// The human-readable lines.
 void print_text(std::FILE* out, const RunInfo& run, const Summary& summary, const FaultSchedule& schedule,

@@ -4,9 +4,12 @@
 
 #include <hiredis/hiredis.h>
 
+#include "counter_semaphore.hpp"
+
 #include <cstdio>
 #include <exception>
 #include <mutex>
+#include <optional>
 #include <random>
 #include <string>
 #include <thread>
@@ -82,9 +85,12 @@ class Register {
     w.process = holder.process;
     w.thread = holder.thread;
     w.resource = holder.resource;
+    w.permit = holder.permit;
     w.token = holder.fencing_token;
     w.invoked = Clock::now();
-    const std::string key = config_.key_prefix + "register:{" + std::to_string(holder.resource) + "}";
+    // One value per resource, or per permit: each permit is fenced by its own tokens.
+    const std::string key = config_.key_prefix + "register:{" + std::to_string(holder.resource) +
+                            "}:" + std::to_string(holder.permit);
     const std::string seq_key = config_.key_prefix + "register:seq";
     const std::string token = std::to_string(w.token);
     const std::string holder_id = std::to_string(w.process) + "/" + std::to_string(w.thread);
@@ -161,8 +167,20 @@ void hold_kept(Redlock& redlock, Lock lock, const WorkerConfig& config, std::mt1
   r.unlocked = Clock::now();
 }
 
+// The resource's lock, a permit of it (--permits), or the control's counter.
+Result<Lock> acquire(Redlock& redlock, CounterSemaphore* counter, const WorkerConfig& config,
+                     const std::string& name) {
+  if (counter != nullptr) return counter->lock(name);
+  if (config.permits == 0) return redlock.lock(name, config.ttl);
+  // About as long as lock()'s retries wait.
+  const auto wait = 2 * config.retry_count * config.retry_delay;
+  return redlock.lock_permit(name, config.permits, config.ttl, wait);
+}
+
 void contend(Redlock& redlock, const WorkerConfig& config, int thread, RecordFile& out, RecordFile& writes) {
   Register resource(config, writes);
+  std::optional<CounterSemaphore> counter;
+  if (config.counter_semaphore) counter.emplace(config);
   std::mt19937_64 rng(std::random_device{}());
   std::uniform_int_distribution<int> pick_resource(0, config.resources - 1);
   // Holders keep the lock for a good part of its validity: that is when a
@@ -178,11 +196,13 @@ void contend(Redlock& redlock, const WorkerConfig& config, int thread, RecordFil
     r.thread = thread;
     r.resource = pick_resource(rng);
     r.called = Clock::now();
-    Result<Lock> lock = redlock.lock("resource-" + std::to_string(r.resource), config.ttl);
+    Result<Lock> lock =
+        acquire(redlock, counter ? &*counter : nullptr, config, "resource-" + std::to_string(r.resource));
     r.returned = Clock::now();
     r.error = code_of(lock.error());
     if (lock) {
       r.fencing_token = lock->fencing_token;
+      r.permit = lock->permit;
       resource.write(r);
     }
     if (lock && config.keep_holds) {
@@ -197,7 +217,7 @@ void contend(Redlock& redlock, const WorkerConfig& config, int thread, RecordFil
       // The leave write is work done under the lock: the section ends after it.
       resource.write(r);
       r.left = Clock::now();
-      r.unlock_error = code_of(redlock.unlock(*lock));
+      r.unlock_error = code_of(counter ? counter->unlock(*lock) : redlock.unlock(*lock));
       r.unlocked = Clock::now();
     }
     out.write(r);

@@ -33,6 +33,12 @@ struct WorkerConfig {
   int register_port = 0;
   bool register_fenced = true;
   std::string writes_path;
+  /// > 0: take permits of a semaphore of this many (lock_permit) instead of
+  /// the resource's lock; the register then has one value per permit.
+  int permits = 0;
+  /// The control: the same semaphore built as a counter per master
+  /// (counter_semaphore.hpp), which over-admits.
+  bool counter_semaphore = false;
 };
 
 /// The redlock::Options every worker uses, so that the parent can describe them.
