@@ -35,8 +35,9 @@ std::string lock_value(std::string_view owner, std::chrono::system_clock::time_p
   auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(now.time_since_epoch()).count();
   char digits[24];
   auto end = std::to_chars(digits, digits + sizeof digits, static_cast<std::int64_t>(ms)).ptr;
-  std::string value = random_token();
-  value.reserve(value.size() + 2 + static_cast<std::size_t>(end - digits) + owner.size());
+  std::string value;
+  value.reserve(random_digits + 2 + static_cast<std::size_t>(end - digits) + owner.size());
+  append_random_token(value);
   value += ':';
   value.append(digits, end);
   value += ':';

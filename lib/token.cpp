@@ -26,15 +26,20 @@ void fill_random(void* buffer, std::size_t size) {
 
 }  // namespace
 
-std::string random_token() {
+void append_random_token(std::string& out) {
   std::array<unsigned char, 16> bytes{};
   fill_random(bytes.data(), bytes.size());
   static constexpr char digits[] = "0123456789abcdef";
-  std::string hex(bytes.size() * 2, '0');
-  for (std::size_t i = 0; i < bytes.size(); ++i) {
-    hex[2 * i] = digits[bytes[i] >> 4];
-    hex[2 * i + 1] = digits[bytes[i] & 0x0f];
+  for (unsigned char b : bytes) {
+    out += digits[b >> 4];
+    out += digits[b & 0x0f];
   }
+}
+
+std::string random_token() {
+  std::string hex;
+  hex.reserve(32);
+  append_random_token(hex);
   return hex;
 }
 
