@@ -160,9 +160,15 @@ void hold_kept(Redlock& redlock, Lock lock, const WorkerConfig& config, std::mt1
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
   // The leave write, even after a loss: a holder that acts on a lock it may
-  // have lost, as the register must refuse. The section ends after it.
+  // have lost, as the register must refuse. It is inside the section only if
+  // the hold was still whole once it was done (on a loss the keeper released
+  // the lock at once: another may hold it already).
   resource.write(r);
-  r.left = Clock::now();
+  const auto written = Clock::now();
+  if (!guard.lost() && written < guard.valid_until()) {
+    r.left = written;
+    r.valid_until = guard.valid_until();
+  }
   r.unlock_error = code_of(guard.unlock());
   r.unlocked = Clock::now();
 }
