@@ -9,9 +9,11 @@ BUILD_DIR=${BUILD_DIR:-build}
 
 # cmake: the CMake consumer check (scripts/consumers.sh); doxygen: the API reference (scripts/docs.sh);
 # docker.io and docker-compose: the compose run (scripts/compose.sh); spin: the fencing-token model
-# check (scripts/model-check.sh); libssl-dev: rediss:// (TLS); openssl: the test certificates.
+# check (scripts/model-check.sh); libssl-dev: rediss:// (TLS); openssl: the test certificates;
+# dpkg-dev, debhelper and lintian: the Debian packages (scripts/deb.sh), man-db: their check
+# (scripts/deb-test.sh, man -w).
 packages=(g++ meson ninja-build pkg-config libhiredis-dev libuv1-dev libssl-dev openssl catch2 redis-server redis-tools
-  cmake doxygen docker.io docker-compose spin)
+  cmake doxygen docker.io docker-compose spin dpkg-dev debhelper lintian man-db)
 
 missing=()
 for package in "${packages[@]}"; do
