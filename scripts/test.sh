@@ -215,6 +215,19 @@ if ((${#test_args[@]} == 0)); then
   total_passed=$((total_passed + consumers_ok))
   total_failed=$((total_failed + consumers_failed))
 
+  # The Debian packages: built with dpkg-buildpackage and lintian-clean
+  # (scripts/deb.sh), then installed, used as a user would and purged
+  # (scripts/deb-test.sh); one test each.
+  for step in deb deb-test; do
+    echo "=== $step: scripts/$step.sh"
+    if DEB_DIR=$(pwd)/debs bash "scripts/$step.sh"; then
+      total_passed=$((total_passed + 1))
+    else
+      failures+=("$step: scripts/$step.sh")
+      total_failed=$((total_failed + 1))
+    fi
+  done
+
   # The API reference builds without a Doxygen warning.
   echo "=== docs: scripts/docs.sh"
   if BUILD_DIR=$BUILD_DIR bash scripts/docs.sh; then

@@ -222,6 +222,9 @@ TEST_CASE("help and version", "[cli][args]") {
     CHECK_THAT(text, Catch::StartsWith(redlock::cli::usage_line(v)));
     CHECK_THAT(text, Catch::Contains("75   run: the lock was lost"));
   }
+  // `help --help` asks for the general help, as `help` does.
+  CHECK(parse_args({"help", "--help"}).verb == Verb::help);
+  CHECK(parse_args({"help", "-h"}).help_for == parse_args({"help"}).help_for);
 }
 
 TEST_CASE("bad input is one line naming what is wrong", "[cli][args]") {

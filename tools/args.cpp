@@ -468,7 +468,7 @@ Invocation parse(const std::vector<std::string>& given, const Environment& env) 
   inv.verb = *verb;
   if (inv.verb == Verb::help) {
     if (args.size() > 2) throw UsageError(Verb::help, "unexpected argument '" + args[2] + "'");
-    if (args.size() == 2) {
+    if (args.size() == 2 && args[1] != "--help" && args[1] != "-h") {
       std::optional<Verb> topic = verb_named(args[1]);
       if (!topic) throw UsageError(Verb::help, "unknown command '" + args[1] + "'");
       inv.help_for = *topic;

@@ -183,7 +183,8 @@ class Runner {
   // stuck, and its deadline still holds.
   void tell_guardian(const std::string& line) {
     if (watch_ < 0) return;
-    static_cast<void>(write(watch_, line.data(), line.size()));
+    if (write(watch_, line.data(), line.size()) < 0)
+      return;                                              // the guardian is gone: redlock's own checks act
     if (running_) uv_process_kill(child_.get(), SIGCONT);  // a stopped guardian would not act on it
   }
 
