@@ -100,7 +100,7 @@ class Client::Impl final : public Context, public PermitHost {
       if (!wrong.empty()) refused = errc::invalid_argument;
     }
     if (refused != errc{}) {
-      refuse(kind, refused, std::move(wrong), std::move(cb));
+      refuse(kind, refused, std::move(wrong), std::move(cb), counted);
       return id;
     }
     auto op = std::make_shared<Operation>(*this, kind, std::move(lock), ttl, attempts, std::move(cb));
@@ -160,7 +160,9 @@ class Client::Impl final : public Context, public PermitHost {
   std::uint64_t now_ms() const override { return uv_now(loop); }
   milliseconds pause() override {
     std::uniform_int_distribution<long long> jitter(0, options.retry_jitter.count());
-    return options.retry_delay + milliseconds{jitter(rng)};
+    // At least a command's time: with retry_delay 0 a full semaphore is
+    // waited on, not scanned without end.
+    return std::max(options.retry_delay + milliseconds{jitter(rng)}, options.command_timeout);
   }
   int random_below(int n) override { return std::uniform_int_distribution<int>(0, n - 1)(rng); }
   void permit_call_done(std::uint64_t id, std::error_code error) override {
@@ -277,12 +279,13 @@ class Client::Impl final : public Context, public PermitHost {
 
   // Answers a call refused at once, on a later turn; which argument was
   // wrong goes to the diagnostics, on the same turn.
-  void refuse(Operation::Kind kind, errc refused, std::string wrong, Operation::Callback cb) {
+  void refuse(Operation::Kind kind, errc refused, std::string wrong, Operation::Callback cb,
+              bool counted = true) {
     std::function<void(std::string_view)> say;
     if (!wrong.empty() && options.diagnostics) say = options.diagnostics;
     post([this, alive = alive(), called = std::chrono::steady_clock::now(), cb = std::move(cb), refused,
-          say = std::move(say), wrong = std::move(wrong), kind] {
-      if (!alive.expired())
+          say = std::move(say), wrong = std::move(wrong), kind, counted] {
+      if (counted && !alive.expired())
         Operation::count(
             *this, kind, make_error_code(refused),
             std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - called));

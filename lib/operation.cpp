@@ -492,7 +492,9 @@ void Operation::finish(std::error_code error) {
   }
   round_.reset();
   retry_timer_.close();
-  if (std::exchange(enlisted_, false)) context_.waiters.leave(key_, *this);
+  // A queue wake no attempt used: the gate keeps the key for this Client, so
+  // it goes on to the next one (a cancel, a deadline during an attempt).
+  if (std::exchange(enlisted_, false)) context_.waiters.leave(key_, *this, std::exchange(reserved_, false));
   auto cb = std::exchange(cb_, nullptr);
   Lock lock = error ? Lock{} : std::move(lock_);
   // One closure answers the caller and then frees this operation (we may be

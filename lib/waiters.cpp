@@ -77,7 +77,7 @@ void Waiters::enlist(const std::string& key, Waiter& waiter) {
   lines_[key].queue.push_back(&waiter);
 }
 
-void Waiters::leave(const std::string& key, Waiter& waiter) {
+void Waiters::leave(const std::string& key, Waiter& waiter, bool woken_by_queue) {
   auto it = lines_.find(key);
   if (it == lines_.end()) return;
   auto& queue = it->second.queue;
@@ -91,7 +91,9 @@ void Waiters::leave(const std::string& key, Waiter& waiter) {
   if (const Master* gate = it->second.queued_at) {
     masters_[gate->index()]->send(Command::plain({"ZREM", keys::queue(key), wake_channel_}), {});
   }
+  const Master* woken_at = it->second.woken_at;
   lines_.erase(it);
+  if (woken_by_queue && woken_at != nullptr) pass_wake_on(*woken_at, key);
   idle(key);
 }
 
@@ -340,15 +342,23 @@ void Waiters::on_message(const Master& subscriber, std::string_view channel, std
 void Waiters::on_wake(const Master& subscriber, const std::string& key) {
   auto it = lines_.find(key);
   if (it == lines_.end() || it->second.queue.empty()) {
-    auto reservation = std::to_string(options_.command_timeout.count());
-    masters_[subscriber.index()]->send(
-        Command::script(scripts::wake_next,
-                        {key, keys::queue(key), keys::reservation(key), reservation, wake_channel_}),
-        {});
+    pass_wake_on(subscriber, key);
     return;
   }
   it->second.queued_at = nullptr;
+  it->second.woken_at = &subscriber;
   it->second.queue.front()->wake(queue_wake);
+}
+
+// Frees the gate's reservation for us (only if it is still ours, and only
+// while the key is free) and wakes the next Client in its queue. Sent after
+// any release of ours on the same connection, so the gate runs it after.
+void Waiters::pass_wake_on(const Master& gate, const std::string& key) {
+  auto reservation = std::to_string(options_.command_timeout.count());
+  masters_[gate.index()]->send(
+      Command::script(scripts::wake_next,
+                      {key, keys::queue(key), keys::reservation(key), reservation, wake_channel_}),
+      {});
 }
 
 void Waiters::wake_first(const std::string& key, std::string_view message) {

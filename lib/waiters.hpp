@@ -62,8 +62,11 @@ class Waiters {
   /// Joins the line for `key`.
   void enlist(const std::string& key, Waiter& waiter);
   /// Leaves the line; the next one, if any, is woken. After the last, the
-  /// key stays subscribed for the linger.
-  void leave(const std::string& key, Waiter& waiter);
+  /// key stays subscribed for the linger. `woken_by_queue`: the gate woke
+  /// this Client for `key` and kept the key for it, and no attempt used
+  /// that; when no waiter of this Client is left to, the wake goes on to the
+  /// next Client in the gate's queue (else it would wait for its timer).
+  void leave(const std::string& key, Waiter& waiter, bool woken_by_queue = false);
   /// An attempt on `key` was refused, its waiter will sleep and is not
   /// queued: subscribe to its releases, unless subscribed already. A release that came between
   /// the refusal and the subscription would be missed, so once the first
@@ -121,6 +124,7 @@ class Waiters {
   struct Line {
     std::deque<Waiter*> queue;
     const Master* queued_at = nullptr;  // the gate master whose queue has our wake channel
+    const Master* woken_at = nullptr;   // the gate master whose queue woke us last
   };
   struct Subscription {
     bool confirmed = false;        // a master answered the SUBSCRIBE
@@ -139,6 +143,7 @@ class Waiters {
   void on_wake_subscribed(const Master& subscriber);
   void resubscribe(Master& subscriber);
   void wake_first(const std::string& key, std::string_view message);
+  void pass_wake_on(const Master& gate, const std::string& key);
 
   uv_loop_t* loop_;
   const Options& options_;

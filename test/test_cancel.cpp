@@ -5,6 +5,7 @@
 #include <chrono>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "support/calls.hpp"
 #include "support/cluster.hpp"
@@ -160,6 +161,60 @@ TEST_CASE("a lock() canceled while its attempt is in flight leaves nothing on th
     CHECK(answer->error == errc::canceled);
     client.close(nullptr);
     other.close(nullptr);
+  }
+  REQUIRE(loop.close());
+}
+
+// Found by review: a wake the gate sent while the waiter's attempt was in
+// flight was swallowed by its cancel, and the next Client waited for its
+// fallback timer though the lock was free.
+TEST_CASE("a waiter cancelled after the queue woke it passes the wake on", "[cancel]") {
+  Cluster masters(3);
+  LoopFixture loop;
+  {
+    Options patient = masters.options();
+    patient.retry_delay = 100ms;
+    patient.retry_jitter = 0ms;
+    patient.command_timeout = 5s;  // its attempt stays in flight on the paused masters
+    Options polling_slowly = patient;
+    polling_slowly.retry_delay = 10s;
+    Client a(loop.get(), masters.options());
+    Client b(loop.get(), patient);
+    Client c(loop.get(), polling_slowly);
+    Answer held = try_lock(loop, a, "R", 20s);
+    REQUIRE_FALSE(held.error);
+    Call wb(b, "R", 10s, 60s);
+    REQUIRE(loop.run_until([&] { return !masters.queued_on("{R}", 1).empty(); }, 5s));
+    const std::size_t gate = masters.queued_on("{R}", 1).front();
+    Call wc(c, "R", 10s, 60s);
+    REQUIRE(loop.run_until([&] { return !masters.queued_on("{R}", 2).empty(); }, 5s));
+    // After refusals at a gate nobody releases at, b's attempts go to every
+    // master (README, "Waiting"); with the others paused, one stays in flight.
+    (void)loop.run_until([] { return false; }, 400ms);
+    std::vector<std::size_t> others;
+    for (std::size_t i = 0; i < 3; ++i) {
+      if (i != gate) others.push_back(i);
+    }
+    for (auto i : others) masters[i].pause();
+    (void)loop.run_until([] { return false; }, 250ms);
+    bool unlocked = false;
+    a.unlock(held.lock, [&](std::error_code) { unlocked = true; });
+    // The gate pops b and keeps the key for it; b's wake arrives while its
+    // attempt is in flight (no event outside the Client says when).
+    (void)loop.run_until([] { return false; }, 20ms);
+    b.cancel(wb.id);
+    REQUIRE(loop.run_until([&] { return wb.done(); }, 2s));
+    CHECK(wb.answer->error == errc::canceled);
+    for (auto i : others) masters[i].resume();
+    auto resumed = steady::now();
+    REQUIRE(loop.run_until([&] { return wc.done(); }, 15s));
+    CHECK_FALSE(wc.answer->error);
+    CHECK(steady::now() - resumed < 2s);  // woken, not its 10 s timer
+    REQUIRE(loop.run_until([&] { return unlocked; }, 5s));
+    if (!wc.answer->error) CHECK_FALSE(unlock(loop, c, wc.answer->lock));
+    a.close(nullptr);
+    b.close(nullptr);
+    c.close(nullptr);
   }
   REQUIRE(loop.close());
 }

@@ -186,3 +186,60 @@ TEST_CASE("lock_permit refuses bad arguments with invalid_argument", "[permit]")
   }
   REQUIRE(loop.close());
 }
+
+// Found by review: a Client closed while a permit attempt's answer was queued
+// counted the call twice.
+TEST_CASE("a lock_permit answered errc::closed is counted once", "[permit]") {
+  Cluster masters(3);
+  LoopFixture loop;
+  {
+    Client holder(loop.get(), masters.options());
+    Call p0(holder, "sem", 2, 30s, 0ms);
+    Call p1(holder, "sem", 2, 30s, 0ms);
+    Answer busy = try_lock(loop, holder, "busy", 30s);
+    REQUIRE(loop.run_until([&] { return p0.done() && p1.done(); }, 5s));
+    REQUIRE_FALSE(busy.error);
+    for (int i = 0; i < 10; ++i) {
+      Client c(loop.get(), masters.options());
+      int tried = 0;
+      // try_lock is answered first, and closes the Client; the permit call's
+      // first attempt was decided by the same replies.
+      c.try_lock("busy", 10s, [&](std::error_code, const Lock&) {
+        ++tried;
+        c.close(nullptr);
+      });
+      Call p(c, "sem", 2, 10s, 0ms);
+      REQUIRE(loop.run_until([&] { return p.done() && tried > 0; }, 5s));
+      (void)loop.run_until([] { return false; }, 20ms);  // time for a wrong second answer
+      CHECK(p.answer->calls == 1);
+      CHECK(c.stats().acquire.total() == 2);
+    }
+    holder.close(nullptr);
+  }
+  REQUIRE(loop.close());
+}
+
+// Found by review: with retry_delay 0 a full semaphore was scanned without a
+// pause until the deadline (tens of thousands of votes a second).
+TEST_CASE("a full semaphore with retry_delay 0 is waited on, not scanned without end", "[permit]") {
+  Cluster masters(3);
+  LoopFixture loop;
+  {
+    Client holder(loop.get(), masters.options());
+    Call held(holder, "hot", 1, 60s, 0ms);
+    REQUIRE(loop.run_until([&] { return held.done(); }, 5s));
+    Options eager = masters.options();
+    eager.retry_delay = 0ms;
+    eager.retry_jitter = 0ms;
+    Client c(loop.get(), eager);
+    Call waiting(c, "hot", 1, 10s, 1s);
+    REQUIRE(loop.run_until([&] { return waiting.done(); }, 5s));
+    CHECK(waiting.answer->error == errc::timeout);
+    std::uint64_t votes = 0;
+    for (const auto& m : c.stats().masters) votes += m.votes_granted + m.votes_refused + m.votes_failed;
+    CHECK(votes < 200);  // a command_timeout between scans: 3 masters x about 20 scans
+    c.close(nullptr);
+    holder.close(nullptr);
+  }
+  REQUIRE(loop.close());
+}
