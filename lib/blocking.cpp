@@ -10,6 +10,7 @@
 #include <csignal>
 #include <functional>
 #include <future>
+#include <map>
 #include <mutex>
 #include <stdexcept>
 #include <string>
@@ -21,6 +22,44 @@
 #include "reentry.hpp"
 
 namespace redlock {
+
+/// The calls waiting with one Cancellation, each with the way to stop it.
+struct Cancellation::State {
+  std::mutex mutex;
+  bool canceled = false;
+  std::uint64_t last = 0;
+  std::map<std::uint64_t, std::function<void()>> waiting;  // under mutex
+
+  /// Registers `stop`; 0 when cancelled already (the caller stops at once).
+  std::uint64_t enter(std::function<void()> stop) {
+    std::lock_guard<std::mutex> lock(mutex);
+    if (canceled) return 0;
+    waiting.emplace(++last, std::move(stop));
+    return last;
+  }
+
+  void leave(std::uint64_t key) {
+    std::lock_guard<std::mutex> lock(mutex);
+    waiting.erase(key);
+  }
+};
+
+Cancellation::Cancellation() : state_(std::make_shared<State>()) {
+}
+
+void Cancellation::cancel() {
+  // Under the mutex: a call cannot be answered (leave()) and its Redlock
+  // destroyed while its stop runs. A stop only queues a task.
+  std::lock_guard<std::mutex> lock(state_->mutex);
+  state_->canceled = true;
+  for (auto& [key, stop] : state_->waiting) stop();
+  state_->waiting.clear();
+}
+
+bool Cancellation::canceled() const {
+  std::lock_guard<std::mutex> lock(state_->mutex);
+  return state_->canceled;
+}
 
 /// One loop thread running a Client. Callers hand it tasks through an inbox
 /// (a mutex-guarded vector, swapped out whole) and wake it with uv_async_send.
@@ -142,6 +181,23 @@ class Redlock::Impl {
     return std::move(lock);
   }
 
+  /// wait() for a call that `cancel` can end: `start` makes it and returns
+  /// its Client::CallId.
+  Result<Lock> wait_cancellable(std::function<Client::CallId(Client&, Client::LockCallback)> start,
+                                const Cancellation& cancel) {
+    std::shared_ptr<Cancellation::State> state = cancel.state();
+    return wait([this, &start, state](Client& c, Client::LockCallback done) {
+      auto key = std::make_shared<std::uint64_t>(0);
+      // Answered on a later turn, after `key` is set below.
+      Client::CallId id = start(c, [state, key, done = std::move(done)](std::error_code error, Lock lock) {
+        state->leave(*key);
+        done(error, std::move(lock));
+      });
+      *key = state->enter([this, id] { submit([id](Client& client) { client.cancel(id); }); });
+      if (*key == 0) c.cancel(id);
+    });
+  }
+
   /// `ask(client)`, run on the loop thread; T{} once the loop is stopping.
   template <class T, class Ask>
   T ask(Ask ask) {
@@ -219,6 +275,15 @@ Result<Lock> Redlock::lock(std::string resource, milliseconds ttl, milliseconds 
   });
 }
 
+Result<Lock> Redlock::lock(std::string resource, milliseconds ttl, milliseconds wait,
+                           const Cancellation& cancel) {
+  return impl_->wait_cancellable(
+      [&](Client& c, Client::LockCallback done) {
+        return c.lock(std::move(resource), ttl, wait, std::move(done));
+      },
+      cancel);
+}
+
 Result<Lock> Redlock::try_lock(std::string resource, milliseconds ttl) {
   return impl_->acquire(resource, ttl, [&](Client& c, Client::LockCallback done) {
     c.try_lock(std::move(resource), ttl, std::move(done));
@@ -229,6 +294,15 @@ Result<Lock> Redlock::lock_permit(std::string resource, int permits, millisecond
   return impl_->wait([&](Client& c, Client::LockCallback done) {
     c.lock_permit(std::move(resource), permits, ttl, wait, std::move(done));
   });
+}
+
+Result<Lock> Redlock::lock_permit(std::string resource, int permits, milliseconds ttl, milliseconds wait,
+                                  const Cancellation& cancel) {
+  return impl_->wait_cancellable(
+      [&](Client& c, Client::LockCallback done) {
+        return c.lock_permit(std::move(resource), permits, ttl, wait, std::move(done));
+      },
+      cancel);
 }
 
 Result<Lock> Redlock::extend(const Lock& lock, milliseconds ttl) {

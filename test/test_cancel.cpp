@@ -4,7 +4,9 @@
 
 #include <chrono>
 #include <memory>
+#include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "support/calls.hpp"
@@ -217,4 +219,61 @@ TEST_CASE("a waiter cancelled after the queue woke it passes the wake on", "[can
     c.close(nullptr);
   }
   REQUIRE(loop.close());
+}
+
+TEST_CASE("a Cancellation ends blocking calls waiting on another thread", "[cancel][blocking]") {
+  Cluster masters(3);
+  Options options = masters.options();
+  options.retry_delay = 10s;  // only a release or the cancel can end the wait early
+  Redlock holder(masters.options());
+  Redlock waiter(options);
+  Result<Lock> held = holder.try_lock("busy", 30s);
+  REQUIRE(held);
+  Result<Lock> permit = holder.lock_permit("pool", 1, 30s, 0ms);
+  REQUIRE(permit);
+
+  Cancellation cancel;
+  CHECK_FALSE(cancel.canceled());
+  std::optional<Result<Lock>> lock_answer;
+  std::optional<Result<Lock>> permit_answer;
+  std::thread blocked([&] { lock_answer = waiter.lock("busy", 10s, 60s, cancel); });
+  std::thread blocked_permit([&] { permit_answer = waiter.lock_permit("pool", 1, 10s, 60s, cancel); });
+  REQUIRE(eventually([&] { return !masters.queued_on("{busy}", 1).empty(); }, 5s));
+  REQUIRE(eventually([&] { return !masters.queued_on("{pool}:permit:0", 1).empty(); }, 5s));
+  auto asked = steady::now();
+  cancel.cancel();
+  blocked.join();
+  blocked_permit.join();
+  CHECK(steady::now() - asked < 2s);
+  REQUIRE(lock_answer);
+  REQUIRE(permit_answer);
+  CHECK(lock_answer->error() == errc::canceled);
+  CHECK(permit_answer->error() == errc::canceled);
+  CHECK(cancel.canceled());
+  CHECK(held_everywhere(masters, "{busy}", held->value));
+
+  // Cancelled already: a later call returns at once, without waiting.
+  asked = steady::now();
+  CHECK(waiter.lock("busy", 10s, 60s, cancel).error() == errc::canceled);
+  CHECK(steady::now() - asked < 2s);
+  // A fresh one does not stop a call that gets its lock.
+  Cancellation unused;
+  Result<Lock> free = waiter.lock("free", 10s, 5s, unused);
+  REQUIRE(free);
+  CHECK_FALSE(waiter.unlock(*free));
+  CHECK_FALSE(holder.unlock(*held));
+  CHECK_FALSE(holder.unlock(*permit));
+}
+
+TEST_CASE("a Cancellation may outlive its Redlock", "[cancel][blocking]") {
+  Cluster masters(1);
+  Cancellation cancel;
+  {
+    Redlock redlock(masters.options());
+    Result<Lock> lock = redlock.lock("r", 10s, 1s, cancel);
+    REQUIRE(lock);
+    CHECK_FALSE(redlock.unlock(*lock));
+  }
+  cancel.cancel();  // nothing left to stop, nothing to crash
+  CHECK(cancel.canceled());
 }

@@ -17,6 +17,26 @@
 
 namespace redlock {
 
+/// Ends blocking calls that wait (Redlock::lock with a wait, lock_permit)
+/// from another thread: they return errc::canceled, having left their place
+/// in line (Client::cancel). Give one to any number of calls; once
+/// cancelled it stays cancelled, and a call given it then returns at once.
+/// Thread-safe; it may outlive the Redlock.
+class REDLOCK_API Cancellation {
+ public:
+  Cancellation();
+  /// Cancels every call waiting with it now, and every later one.
+  void cancel();
+  bool canceled() const;
+
+  struct State;
+  /// The shared state the calls given this register with.
+  const std::shared_ptr<State>& state() const noexcept { return state_; }
+
+ private:
+  std::shared_ptr<State> state_;
+};
+
 /// The blocking API. Thread-safe: any number of threads may call it at once.
 /// It owns one thread that runs a libuv loop with a Client; each call hands
 /// its operation to that thread and waits for the answer.
@@ -33,11 +53,17 @@ class REDLOCK_API Redlock {
   Result<Lock> lock(std::string resource, milliseconds ttl);
   /// See Client::lock with a wait.
   Result<Lock> lock(std::string resource, milliseconds ttl, milliseconds wait);
+  /// The same, ended early by `cancel` (errc::canceled). Not reentrant: a
+  /// cancellable call always goes to the masters.
+  Result<Lock> lock(std::string resource, milliseconds ttl, milliseconds wait, const Cancellation& cancel);
   /// See Client::try_lock.
   Result<Lock> try_lock(std::string resource, milliseconds ttl);
   /// See Client::lock_permit: one of `permits` permits of `resource`,
   /// waiting at most `wait`. Never reentrant: each call takes a permit.
   Result<Lock> lock_permit(std::string resource, int permits, milliseconds ttl, milliseconds wait);
+  /// The same, ended early by `cancel` (errc::canceled).
+  Result<Lock> lock_permit(std::string resource, int permits, milliseconds ttl, milliseconds wait,
+                           const Cancellation& cancel);
   /// See Client::extend.
   Result<Lock> extend(const Lock& lock, milliseconds ttl);
   /// See Client::continue_lock.
