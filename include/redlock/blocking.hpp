@@ -27,6 +27,7 @@ class REDLOCK_API Cancellation {
   Cancellation();
   /// Cancels every call waiting with it now, and every later one.
   void cancel();
+  /// cancel() was called.
   bool canceled() const;
 
   struct State;
