@@ -24,7 +24,7 @@ void PermitCall::start() {
   // From a random permit on: callers spread over the permits instead of all
   // racing for the first.
   next_ = host_.random_below(permits_);
-  scan();
+  attempt(std::chrono::milliseconds{0});
 }
 
 void PermitCall::cancel() {
@@ -33,50 +33,33 @@ void PermitCall::cancel() {
   if (in_flight_ != 0) host_.cancel_permit(in_flight_);
 }
 
-void PermitCall::scan() {
+// One attempt on permit next_ (wait 0), or a wait on it.
+void PermitCall::attempt(std::chrono::milliseconds wait) {
   Lock attempt = lock_;
   attempt.permit = next_;
+  const bool waited = wait.count() > 0;
   auto self = shared_from_this();
-  in_flight_ =
-      host_.acquire_permit(std::move(attempt), ttl_, std::chrono::milliseconds{0},
-                           [self](std::error_code error, Lock lock) { self->on_attempt(error, lock); });
+  in_flight_ = host_.acquire_permit(
+      std::move(attempt), ttl_, wait,
+      [self, waited](std::error_code error, Lock lock) { self->on_answer(error, std::move(lock), waited); });
 }
 
-void PermitCall::on_attempt(std::error_code error, Lock lock) {
+void PermitCall::on_answer(std::error_code error, Lock lock, bool waited) {
   in_flight_ = 0;
   if (alive_.expired()) return answer(make_error_code(errc::closed), {});
   if (!error) return answer({}, std::move(lock));
   if (canceled_) return answer(make_error_code(errc::canceled), {});
+  if (error == errc::timeout) error = make_error_code(errc::not_acquired);  // the wait on one permit ran out
   if (error != errc::not_acquired && error != errc::unavailable) return answer(error, {});
   last_ = error;
   next_ = (next_ + 1) % permits_;
-  if (++scanned_ < permits_) return scan();
+  if (!waited && ++scanned_ < permits_) return attempt(std::chrono::milliseconds{0});
   scanned_ = 0;
   if (left_ms() == 0) return answer(last_ == errc::not_acquired ? make_error_code(errc::timeout) : last_, {});
-  wait_for_one();
-}
-
-// Every permit was held: wait on one, woken by its release, for a while.
-void PermitCall::wait_for_one() {
-  Lock attempt = lock_;
-  attempt.permit = next_;
+  if (waited) return attempt(std::chrono::milliseconds{0});  // scan them all again
+  // Every permit was held: wait on one, woken by its release, for a while.
   auto wait = std::min<std::uint64_t>(left_ms(), static_cast<std::uint64_t>(host_.pause().count()));
-  auto self = shared_from_this();
-  in_flight_ = host_.acquire_permit(std::move(attempt), ttl_, std::chrono::milliseconds{wait},
-                                    [self](std::error_code error, Lock lock) { self->on_wait(error, lock); });
-}
-
-void PermitCall::on_wait(std::error_code error, Lock lock) {
-  in_flight_ = 0;
-  if (alive_.expired()) return answer(make_error_code(errc::closed), {});
-  if (!error) return answer({}, std::move(lock));
-  if (canceled_) return answer(make_error_code(errc::canceled), {});
-  if (error == errc::timeout) error = make_error_code(errc::not_acquired);
-  if (error != errc::not_acquired && error != errc::unavailable) return answer(error, {});
-  last_ = error;
-  if (left_ms() == 0) return answer(last_ == errc::not_acquired ? make_error_code(errc::timeout) : last_, {});
-  next_ = (next_ + 1) % permits_;
-  scan();
+  attempt(std::chrono::milliseconds{wait});
 }
 
 void PermitCall::answer(std::error_code error, Lock lock) {

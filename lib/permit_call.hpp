@@ -58,10 +58,8 @@ class PermitCall : public std::enable_shared_from_this<PermitCall> {
   void cancel();
 
  private:
-  void scan();
-  void on_attempt(std::error_code error, Lock lock);
-  void wait_for_one();
-  void on_wait(std::error_code error, Lock lock);
+  void attempt(std::chrono::milliseconds wait);
+  void on_answer(std::error_code error, Lock lock, bool waited);
   void answer(std::error_code error, Lock lock);
   std::uint64_t left_ms() const;
 
