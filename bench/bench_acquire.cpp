@@ -1,6 +1,6 @@
 // Acquire latency, throughput, allocations and memory of redlock, next to the
 // floor (bench/floor.hpp) measured by the same binary in the same run.
-// One JSON object per line on stdout; see README.md "Performance".
+// One JSON object per line on stdout; see docs/performance.md.
 //
 //   bench_acquire                      start 9 masters, run everything
 //   bench_acquire --ports 7001,7002    use running masters (N = their count)

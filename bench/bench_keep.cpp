@@ -1,6 +1,6 @@
 // The cost of keeping many locks alive: Client::keep's batched renewals next
 // to the same locks renewed one extend() at a time, at N = 5 masters of our
-// own. One JSON object per line on stdout; see README.md "Long holds".
+// own. One JSON object per line on stdout; see docs/long-holds.md.
 //
 //   bench_keep           1,000 and 10,000 locks, five renewal ticks each, three
 //                        repetitions; masters on CPU 1, this process on CPU 0

@@ -1,5 +1,5 @@
 // A resource that rejects stale writers, and a writer that holds the lock
-// with fencing tokens (README "Fencing tokens"; scripts/demo.sh runs it).
+// with fencing tokens (docs/fencing.md; scripts/demo.sh runs it).
 //
 //   fenced-store write STORE TOKEN TEXT
 //       The store: a file whose first line is the largest token it accepted.

@@ -377,7 +377,7 @@ void Operation::fence(long long counter, TimePoint valid_until) {
   in_flight_ = true;
   // The counter forgets a day after its last fence round here, later for a
   // longer ttl: by then this master's clock is past every token written to
-  // it (the README's clock assumption), and the clock floors the counter.
+  // it (the clock assumption in docs/fencing.md), and the clock floors the counter.
   constexpr milliseconds forget_after = std::chrono::hours(24);
   std::string forget = std::to_string(std::max(ttl_, forget_after).count());
   round_ = Round::start(

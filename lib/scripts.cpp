@@ -4,7 +4,7 @@
 
 namespace redlock::scripts {
 
-// A PUBLISH that fails (an ACL user without the channel, see README) must not
+// A PUBLISH that fails (an ACL user without the channel, see docs/errors.md) must not
 // fail the script after it deleted: pcall, and a refused one counts as heard
 // by nobody.
 #define REDLOCK_PUBLISH(var, channel, message)                   \

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The figures in README.md "Performance", from nothing:
+# The figures in docs/performance.md, from nothing:
 #   1. bench_acquire with its own masters (9, pinned to CPU 1; client on CPU 0):
 #      latency vs N, throughput, a paused master, memory, allocations;
 #   2. instructions per try_lock+unlock cycle at N = 5 (callgrind: stable on

@@ -191,7 +191,7 @@ TEST_CASE("a waiter cancelled after the queue woke it passes the wake on", "[can
     Call wc(c, "R", 10s, 60s);
     REQUIRE(loop.run_until([&] { return !masters.queued_on("{R}", 2).empty(); }, 5s));
     // After refusals at a gate nobody releases at, b's attempts go to every
-    // master (README, "Waiting"); with the others paused, one stays in flight.
+    // master (docs/waiting.md); with the others paused, one stays in flight.
     (void)loop.run_until([] { return false; }, 400ms);
     std::vector<std::size_t> others;
     for (std::size_t i = 0; i < 3; ++i) {

@@ -17,7 +17,7 @@ namespace redlock::cli {
 
 enum class Verb { run, acquire, extend, release, status, help, version };
 
-/// Exit statuses, documented in `redlock --help` and the README. flock(1)'s
+/// Exit statuses, documented in `redlock --help` and docs/command-line.md. flock(1)'s
 /// where it has one (1 for a conflict); sysexits.h otherwise.
 namespace exit_status {
 constexpr int conflict = 1;      // not acquired within the wait (-E changes it); extend/release: not held

@@ -1,4 +1,4 @@
-// redlock: a distributed flock(1). See `redlock --help` and README.md.
+// redlock: a distributed flock(1). See `redlock --help` and docs/command-line.md.
 
 #include <fcntl.h>
 #include <unistd.h>

@@ -19,8 +19,8 @@ struct REDLOCK_API Lock {
   /// The moment the lock stops being safe to rely on: t0 + ttl - drift.
   std::chrono::steady_clock::time_point valid_until{};
   /// With Options::fencing: greater than every token handed out before for
-  /// this resource while the masters' mutual exclusion held (README, "Fencing
-  /// tokens"); extend() and a continued continue_lock() keep it. 0 otherwise.
+  /// this resource while the masters' mutual exclusion held (docs/fencing.md);
+  /// extend() and a continued continue_lock() keep it. 0 otherwise.
   std::uint64_t fencing_token = 0;
   /// continue_lock(): a majority renewed the existing value in a round that
   /// started before the previous valid_until, so the lock was held without a

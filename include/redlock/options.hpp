@@ -111,7 +111,7 @@ struct REDLOCK_API Options {
   /// Also hand out fencing tokens (Lock::fencing_token), at the cost of a
   /// second round per acquisition. Each resource then has a counter, the key
   /// key_prefix + resource + ":fencing" with no expiry, on every master: no
-  /// resource of these masters may be named like one (README, "Fencing tokens").
+  /// resource of these masters may be named like one (docs/fencing.md).
   bool fencing = false;
   /// Time source for t0 and validity; empty means steady_clock::now. Meant for
   /// tests and simulations; it must tick like steady_clock.

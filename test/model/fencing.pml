@@ -32,7 +32,7 @@
  *     (restart_quarantine >= ttl) until every attempt that was under way at
  *     the restart has ended or lost its validity;
  *   - its counter then reads at least every T computed before the restart:
- *     the README's clock assumption (the scripts floor the counter by the
+ *     the clock assumption of docs/fencing.md (the scripts floor the counter by the
  *     master's TIME in microseconds, and a token is never ahead of the
  *     fastest master clock);
  *   - a counter that expired (FORGET) reads at least every T written to it:
