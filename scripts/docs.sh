@@ -2,7 +2,8 @@
 # Generates the API reference (Doxygen, from the public headers' comments)
 # into DOCS_DIR (default BUILD_DIR/docs, BUILD_DIR default "build"; open
 # html/index.html). Any Doxygen warning fails it: the warnings are printed and
-# the exit status is non-zero. Needs a configured BUILD_DIR (for the
+# the exit status is non-zero. So does a name of docs/reference-names.txt
+# missing from the reference (checked in Doxygen's tag file). Needs a configured BUILD_DIR (for the
 # generated version header) and doxygen (scripts/setup.sh installs both).
 set -euo pipefail
 
@@ -32,4 +33,15 @@ if [[ -s $REDLOCK_DOCS_DIR/warnings.log ]] || ((status != 0)); then
   cat "$REDLOCK_DOCS_DIR/warnings.log" >&2
   exit 1
 fi
-echo "docs.sh: $REDLOCK_DOCS_DIR/html/index.html (redlock $REDLOCK_VERSION), no warnings"
+# Every public name of docs/reference-names.txt has an entry: a class,
+# member, function or macro by name, an enumerator as an enum's value.
+missing=()
+while read -r name; do
+  [[ -z $name || $name == \#* ]] && continue
+  grep -qF -e "<name>$name</name>" -e ">$name</enumvalue>" "$REDLOCK_DOCS_DIR/redlock.tag" || missing+=("$name")
+done <docs/reference-names.txt
+if ((${#missing[@]} > 0)); then
+  echo "docs.sh: the reference lacks ${missing[*]} (docs/reference-names.txt)" >&2
+  exit 1
+fi
+echo "docs.sh: $REDLOCK_DOCS_DIR/html/index.html (redlock $REDLOCK_VERSION), no warnings, all $(grep -cv -e '^#' -e '^$' docs/reference-names.txt) listed names present"

@@ -1,5 +1,8 @@
 #pragma once
 
+/// @file
+/// The blocking, thread-safe facade: Redlock, LockGuard and Cancellation.
+
 #include <redlock/error.hpp>
 #include <redlock/export.hpp>
 #include <redlock/lock.hpp>

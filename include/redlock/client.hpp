@@ -1,5 +1,8 @@
 #pragma once
 
+/// @file
+/// The asynchronous API on your own libuv loop: Client.
+
 #include <redlock/error.hpp>
 #include <redlock/export.hpp>
 #include <redlock/lock.hpp>
@@ -15,6 +18,7 @@
 #include <vector>
 
 struct uv_loop_s;
+/// libuv's loop, as uv.h declares it: this header needs no uv.h.
 typedef struct uv_loop_s uv_loop_t;  // NOLINT(modernize-use-using): matches uv.h
 
 namespace redlock {

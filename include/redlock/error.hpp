@@ -1,5 +1,8 @@
 #pragma once
 
+/// @file
+/// The outcomes a call ends with (errc, a std::error_code enum) and MasterError.
+
 #include <redlock/export.hpp>
 
 #include <string>
@@ -31,6 +34,8 @@ enum class errc {
 /// The category of every redlock::errc; its name() is "redlock".
 REDLOCK_API const std::error_category& category() noexcept;
 
+/// `e` as a std::error_code of category(); found by argument-dependent
+/// lookup, so `std::error_code ec = errc::timeout;` works.
 REDLOCK_API std::error_code make_error_code(errc e) noexcept;
 
 /// A master that cannot vote now, and why: what Client::master_errors() and

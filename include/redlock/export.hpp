@@ -1,4 +1,7 @@
 #pragma once
 
-// The library is built with hidden symbols; this marks what it exports.
+/// @file
+/// REDLOCK_API: what the shared library exports.
+
+/// Marks what the library exports: it is built with hidden symbols.
 #define REDLOCK_API __attribute__((visibility("default")))

@@ -1,5 +1,8 @@
 #pragma once
 
+/// @file
+/// Inspector: what the masters say about themselves and who holds a resource.
+
 #include <redlock/error.hpp>
 #include <redlock/export.hpp>
 #include <redlock/options.hpp>
@@ -14,6 +17,7 @@
 #include <vector>
 
 struct uv_loop_s;
+/// libuv's loop, as uv.h declares it: this header needs no uv.h.
 typedef struct uv_loop_s uv_loop_t;  // NOLINT(modernize-use-using): matches uv.h
 
 namespace redlock {

@@ -1,5 +1,8 @@
 #pragma once
 
+/// @file
+/// Lock: what a successful lock call gives you.
+
 #include <redlock/export.hpp>
 
 #include <chrono>

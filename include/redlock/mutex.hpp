@@ -1,5 +1,8 @@
 #pragma once
 
+/// @file
+/// Mutex: a standard TimedLockable over a Redlock.
+
 #include <redlock/blocking.hpp>
 #include <redlock/export.hpp>
 #include <redlock/lock.hpp>

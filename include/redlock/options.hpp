@@ -1,5 +1,8 @@
 #pragma once
 
+/// @file
+/// Options, Endpoint, TlsOptions and KeepOptions.
+
 #include <redlock/export.hpp>
 
 #include <chrono>

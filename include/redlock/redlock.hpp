@@ -1,6 +1,8 @@
 #pragma once
 
-// The one header users include.
+/// @file
+/// The one header to include: every other public header.
+
 #include <redlock/blocking.hpp>
 #include <redlock/client.hpp>
 #include <redlock/error.hpp>
@@ -12,3 +14,8 @@
 #include <redlock/result.hpp>
 #include <redlock/stats.hpp>
 #include <redlock/version.hpp>
+
+/// Everything the library defines. Start with Client (asynchronous, on your
+/// own libuv loop) or Redlock (blocking, thread-safe); Options says what
+/// they need.
+namespace redlock {}

@@ -1,5 +1,8 @@
 #pragma once
 
+/// @file
+/// Result: a value or an error, for the blocking calls.
+
 #include <cassert>
 #include <system_error>
 #include <utility>

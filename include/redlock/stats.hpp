@@ -1,5 +1,8 @@
 #pragma once
 
+/// @file
+/// Counters and latency histograms (Client::stats), and their Prometheus text.
+
 #include <redlock/export.hpp>
 
 #include <array>
