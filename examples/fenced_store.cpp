@@ -3,7 +3,8 @@
 //
 //   fenced-store write STORE TOKEN TEXT
 //       The store: a file whose first line is the largest token it accepted.
-//       Accepts TEXT only with TOKEN > that token (exit 0), else rejects it
+//       Accepts TEXT with a TOKEN at least that token (exit 0): the holder's
+//       own second write carries the same token. Rejects a smaller one
 //       (exit 3). flock() keeps concurrent writers apart.
 //   fenced-store hold STORE NAME HOLD_MS URI...
 //       Takes the lock "store" (ttl 1 s, waiting up to 10 s) on the masters,
@@ -25,9 +26,32 @@
 #include <string>
 #include <thread>
 
+#include "args.hpp"
+
 namespace {
 
 constexpr int rejected = 3;
+
+constexpr const char* usage_text =
+    "usage: fenced-store write STORE TOKEN TEXT\n"
+    "       fenced-store hold STORE NAME HOLD_MS URI...\n"
+    "A store that accepts a write only with a fencing token at least the last\n"
+    "it accepted (exit 3 when it rejects one), and a holder that writes to it\n"
+    "after HOLD_MS ms whether or not its lock is still valid. TOKEN is a\n"
+    "positive number, HOLD_MS a number of milliseconds up to 600000.\n";
+
+// A whole decimal number in [low, high], or the usage and exit 64.
+unsigned long long number_arg(const char* text, const char* what, unsigned long long low,
+                              unsigned long long high) {
+  char* end = nullptr;
+  errno = 0;
+  unsigned long long value = std::strtoull(text, &end, 10);
+  if (*text == '\0' || *text == '-' || *end != '\0' || errno != 0 || value < low || value > high) {
+    std::fprintf(stderr, "fenced-store: %s '%s' is not a number in %llu..%llu\n", what, text, low, high);
+    example::usage(usage_text, example::usage_error);
+  }
+  return value;
+}
 
 int write_store(const std::string& path, unsigned long long token, const std::string& text) {
   int fd = open(path.c_str(), O_RDWR | O_CREAT, 0644);
@@ -41,22 +65,20 @@ int write_store(const std::string& path, unsigned long long token, const std::st
   unsigned long long last = 0;
   if (std::fscanf(f, "%llu", &last) != 1) last = 0;
   int status = 0;
-  if (token > last) {
+  if (token >= last) {
     std::rewind(f);
     if (ftruncate(fd, 0) != 0) status = 1;
     std::fprintf(f, "%llu\n%s\n", token, text.c_str());
     std::printf("store: accepted \"%s\" with token %llu (last was %llu)\n", text.c_str(), token, last);
   } else {
-    std::printf("store: REJECTED \"%s\": token %llu is not above %llu\n", text.c_str(), token, last);
+    std::printf("store: REJECTED \"%s\": token %llu is below %llu\n", text.c_str(), token, last);
     status = rejected;
   }
   std::fclose(f);
   return status;
 }
 
-int hold(const std::string& path, const std::string& name, long hold_ms, int argc, char** uris) {
-  redlock::Options options;
-  for (int i = 0; i < argc; ++i) options.masters.push_back(redlock::Endpoint::parse(uris[i]));
+int hold(const std::string& path, const std::string& name, long hold_ms, redlock::Options options) {
   options.fencing = true;
   redlock::Redlock redlock(options);
   auto lock = redlock.lock("store", std::chrono::seconds(1), std::chrono::seconds(10));
@@ -78,17 +100,20 @@ int hold(const std::string& path, const std::string& name, long hold_ms, int arg
 }  // namespace
 
 int main(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    if (example::is_help(argv[i])) example::usage(usage_text, 0);
+  }
   std::string command = argc > 1 ? argv[1] : "";
   try {
     if (command == "write" && argc == 5)
-      return write_store(argv[2], std::strtoull(argv[3], nullptr, 10), argv[4]);
-    if (command == "hold" && argc >= 6) return hold(argv[2], argv[3], std::atol(argv[4]), argc - 5, argv + 5);
+      return write_store(argv[2], number_arg(argv[3], "TOKEN", 1, ~0ULL), argv[4]);
+    if (command == "hold" && argc >= 6) {
+      auto hold_ms = static_cast<long>(number_arg(argv[4], "HOLD_MS", 0, 600000));
+      return hold(argv[2], argv[3], hold_ms, example::masters_from(argc, argv, 5, usage_text));
+    }
   } catch (const std::exception& e) {
     std::fprintf(stderr, "fenced-store: %s\n", e.what());
     return 1;
   }
-  std::fprintf(stderr,
-               "usage: fenced-store write STORE TOKEN TEXT\n"
-               "       fenced-store hold STORE NAME HOLD_MS URI...\n");
-  return 1;
+  example::usage(usage_text, example::usage_error);
 }
