@@ -9,7 +9,7 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 BUILD_DIR=${BUILD_DIR:-build}
 base_port=${REDLOCK_DEMO_BASE_PORT:-7001}
 
-bash scripts/setup.sh
+bash scripts/setup.sh --for demo
 ninja -C "$BUILD_DIR" -j2 examples/redlock-demo examples/fenced-store tools/redlock
 
 REDLOCK_MASTERS_DIR=$(mktemp -d /tmp/redlock-demo.XXXXXX)

@@ -1,19 +1,43 @@
 #!/usr/bin/env bash
-# Installs the Debian packages redlock needs (only the missing ones) and
+# Installs the Debian packages a job needs (only the missing ones) and
 # configures the meson build directory (BUILD_DIR, default "build") unless it
 # is already configured. Safe to run again.
+#
+#   scripts/setup.sh [--for demo|test]
+#
+#   --for demo   what building the library, the command and the examples and
+#                running the demo take: the compiler, meson, the libraries'
+#                headers and redis-server
+#   --for test   (the default) that, and what the test suite's checks add:
+#                catch2, cmake, doxygen, spin, docker, the Debian packaging tools
 set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 BUILD_DIR=${BUILD_DIR:-build}
+job=test
+while (($# > 0)); do
+  case $1 in
+    --for)
+      [[ ${2:-} == demo || ${2:-} == test ]] || { echo "setup.sh: --for wants demo or test" >&2; exit 2; }
+      job=$2
+      shift 2
+      ;;
+    *)
+      echo "setup.sh: unknown argument '$1' (usage: scripts/setup.sh [--for demo|test])" >&2
+      exit 2
+      ;;
+  esac
+done
 
-# cmake: the CMake consumer check (scripts/consumers.sh); doxygen: the API reference (scripts/docs.sh);
+# The test job's extras: catch2: the tests; cmake: the CMake consumer check (scripts/consumers.sh); doxygen: the API reference (scripts/docs.sh);
 # docker.io and docker-compose: the compose run (scripts/compose.sh); spin: the fencing-token model
 # check (scripts/model-check.sh); libssl-dev: rediss:// (TLS); openssl: the test certificates;
 # dpkg-dev, debhelper and lintian: the Debian packages (scripts/deb.sh), man-db: their check
 # (scripts/deb-test.sh, man -w).
-packages=(g++ meson ninja-build pkg-config libhiredis-dev libuv1-dev libssl-dev openssl catch2 redis-server redis-tools
-  cmake doxygen docker.io docker-compose spin dpkg-dev debhelper lintian man-db)
+packages=(g++ meson ninja-build pkg-config libhiredis-dev libuv1-dev libssl-dev openssl redis-server redis-tools)
+if [[ $job == test ]]; then
+  packages+=(catch2 cmake doxygen docker.io docker-compose spin dpkg-dev debhelper lintian man-db)
+fi
 
 missing=()
 for package in "${packages[@]}"; do
@@ -69,6 +93,9 @@ fi
 
 if [[ ! -f $BUILD_DIR/build.ninja ]]; then
   meson setup "$BUILD_DIR"
+elif [[ $job == test ]] && ! grep -q 'test/test_lock' "$BUILD_DIR/build.ninja"; then
+  # Configured for the demo, before catch2 was here: the tests were left out.
+  meson setup --reconfigure "$BUILD_DIR"
 else
   echo "setup.sh: $BUILD_DIR is already configured"
 fi
