@@ -37,6 +37,9 @@
 # violation or failed, or if a control found none. Each run's output is kept
 # in $CHAOS_LOG_DIR (default: a new directory under /tmp).
 #
+# cancel: the mixed faults while waits are cancelled at random (each worker
+# cancels one of its threads' waits every 0.25-1 ttl): a cancelled attempt
+# that won must have been released, or a second holder would overlap.
 # permit: 24 workers share one semaphore of 3 permits (lock_permit) under the
 # mixed faults: never more than 3 holders, never two of one permit; and its
 # control, control-permit-counter: the same semaphore as a counter per master,
@@ -247,6 +250,7 @@ runs=(
   "pause-client|--mode pause-client"
   "partition|--mode partition"
   "permit|--mode mixed --quarantine-ms $quarantine --permits 3 --resources 1 --threads 8"
+  "cancel|--mode mixed --quarantine-ms $quarantine --cancel"
   "control-clock-unfenced|--mode clock-large --register unfenced --expect-stale"
   "control-pause-unfenced|--mode pause-client --register unfenced --expect-stale"
   "control-permit-counter|--mode none --permits 3 --resources 1 --threads 8 --counter-semaphore --register none --expect-over-admission"

@@ -107,6 +107,8 @@ options:
   --counter-semaphore  with --permits: the control's semaphore, a counter per
                        master, which over-admits (needs --holds timed)
   --expect-over-admission  control: exit 0 only if more than P held at once
+  --cancel             waits through a Cancellation each (lock() with a wait),
+                       and a thread per worker cancels one every 0.25-1 ttl
   --list-faults        print every fault
   --keep-records DIR   keep the workers' record files in DIR
 
@@ -143,6 +145,7 @@ struct Args {
   bool expect_over_admission = false;
   int permits = 0;
   bool counter_semaphore = false;
+  bool cancel = false;
   std::string register_mode = "fenced";
   int register_port = 0;
   std::string writes;
@@ -210,6 +213,10 @@ Args parse_args(int argc, char** argv) {
     }
     if (opt == "--counter-semaphore") {
       a.counter_semaphore = true;
+      continue;
+    }
+    if (opt == "--cancel") {
+      a.cancel = true;
       continue;
     }
     if (opt == "--list-faults") {
@@ -317,6 +324,7 @@ int worker_main(const Args& a) {
   config.writes_path = a.writes;
   config.permits = a.permits;
   config.counter_semaphore = a.counter_semaphore;
+  config.cancel = a.cancel;
   return run_worker(config);
 }
 
@@ -542,6 +550,7 @@ int parent_main(const Args& a) {
                                        "--permits",
                                        std::to_string(a.permits)};
       if (a.counter_semaphore) args.emplace_back("--counter-semaphore");
+      if (a.cancel) args.emplace_back("--cancel");
       w.pid = spawn(self, args);
       workers.push_back(w);
     }

@@ -8,6 +8,7 @@
 
 #include <cstdio>
 #include <exception>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <random>
@@ -173,17 +174,57 @@ void hold_kept(Redlock& redlock, Lock lock, const WorkerConfig& config, std::mt1
   r.unlocked = Clock::now();
 }
 
-// The resource's lock, a permit of it (--permits), or the control's counter.
+/// --cancel: each thread's Cancellation while it waits, for the canceller.
+class Waits {
+ public:
+  explicit Waits(int threads) : current_(static_cast<std::size_t>(threads)) {}
+  void waiting(int thread, std::shared_ptr<Cancellation> cancel) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    current_[static_cast<std::size_t>(thread)] = std::move(cancel);
+  }
+  void cancel(int thread) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (auto& c = current_[static_cast<std::size_t>(thread)]) c->cancel();
+  }
+
+ private:
+  std::mutex mutex_;
+  std::vector<std::shared_ptr<Cancellation>> current_;
+};
+
+// The resource's lock, a permit of it (--permits), or the control's counter;
+// with --cancel through a Cancellation the canceller may use.
 Result<Lock> acquire(Redlock& redlock, CounterSemaphore* counter, const WorkerConfig& config,
-                     const std::string& name) {
+                     const std::string& name, int thread, Waits& waits) {
   if (counter != nullptr) return counter->lock(name);
-  if (config.permits == 0) return redlock.lock(name, config.ttl);
   // About as long as lock()'s retries wait.
   const auto wait = 2 * config.retry_count * config.retry_delay;
+  if (config.cancel) {
+    auto cancel = std::make_shared<Cancellation>();
+    waits.waiting(thread, cancel);
+    Result<Lock> lock = config.permits == 0
+                            ? redlock.lock(name, config.ttl, wait, *cancel)
+                            : redlock.lock_permit(name, config.permits, config.ttl, wait, *cancel);
+    waits.waiting(thread, nullptr);
+    return lock;
+  }
+  if (config.permits == 0) return redlock.lock(name, config.ttl);
   return redlock.lock_permit(name, config.permits, config.ttl, wait);
 }
 
-void contend(Redlock& redlock, const WorkerConfig& config, int thread, RecordFile& out, RecordFile& writes) {
+// --cancel: every 0.25-1 ttl, cancels the wait of a thread picked at random.
+void cancel_now_and_then(const WorkerConfig& config, Waits& waits) {
+  std::mt19937_64 rng(std::random_device{}());
+  std::uniform_int_distribution<int> pick(0, config.threads - 1);
+  std::uniform_int_distribution<long long> pause_ms(config.ttl.count() / 4, config.ttl.count());
+  for (int i = 0; i < 1'000'000 && Clock::now() < config.until; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds{pause_ms(rng)});
+    waits.cancel(pick(rng));
+  }
+}
+
+void contend(Redlock& redlock, const WorkerConfig& config, int thread, RecordFile& out, RecordFile& writes,
+             Waits& waits) {
   Register resource(config, writes);
   std::optional<CounterSemaphore> counter;
   if (config.counter_semaphore) counter.emplace(config);
@@ -202,8 +243,8 @@ void contend(Redlock& redlock, const WorkerConfig& config, int thread, RecordFil
     r.thread = thread;
     r.resource = pick_resource(rng);
     r.called = Clock::now();
-    Result<Lock> lock =
-        acquire(redlock, counter ? &*counter : nullptr, config, "resource-" + std::to_string(r.resource));
+    Result<Lock> lock = acquire(redlock, counter ? &*counter : nullptr, config,
+                                "resource-" + std::to_string(r.resource), thread, waits);
     r.returned = Clock::now();
     r.error = code_of(lock.error());
     if (lock) {
@@ -256,12 +297,14 @@ int run_worker(const WorkerConfig& config) {
   try {
     // One Redlock per process, shared by its threads, as a daemon would use it.
     Redlock redlock(worker_options(config));
+    Waits waits(config.threads);
     std::vector<std::thread> threads;
-    threads.reserve(static_cast<std::size_t>(config.threads));
+    threads.reserve(static_cast<std::size_t>(config.threads) + 1);
     for (int t = 0; t < config.threads; ++t) {
       threads.emplace_back(
-          [&redlock, &config, &out, &writes, t] { contend(redlock, config, t, out, writes); });
+          [&redlock, &config, &out, &writes, &waits, t] { contend(redlock, config, t, out, writes, waits); });
     }
+    if (config.cancel) threads.emplace_back([&config, &waits] { cancel_now_and_then(config, waits); });
     for (auto& t : threads) t.join();
   } catch (const std::exception& e) {
     std::fprintf(stderr, "redlock-chaos worker %d: %s\n", config.process, e.what());

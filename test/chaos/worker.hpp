@@ -39,6 +39,9 @@ struct WorkerConfig {
   /// The control: the same semaphore built as a counter per master
   /// (counter_semaphore.hpp), which over-admits.
   bool counter_semaphore = false;
+  /// Waits through a Cancellation each, and a thread of the worker cancels
+  /// one now and then (the waits are then lock() with a wait, not retries).
+  bool cancel = false;
 };
 
 /// The redlock::Options every worker uses, so that the parent can describe them.
