@@ -228,6 +228,15 @@ if ((${#test_args[@]} == 0)); then
     fi
   done
 
+  # Every relative link and anchor in README.md and docs/*.md resolves.
+  echo "=== links: scripts/check-links.sh"
+  if bash scripts/check-links.sh; then
+    total_passed=$((total_passed + 1))
+  else
+    failures+=("links: scripts/check-links.sh")
+    total_failed=$((total_failed + 1))
+  fi
+
   # The API reference builds without a Doxygen warning.
   echo "=== docs: scripts/docs.sh"
   if BUILD_DIR=$BUILD_DIR bash scripts/docs.sh; then

@@ -113,8 +113,9 @@ struct REDLOCK_API Options {
   TlsOptions tls;
   /// Also hand out fencing tokens (Lock::fencing_token), at the cost of a
   /// second round per acquisition. Each resource then has a counter, the key
-  /// key_prefix + resource + ":fencing" with no expiry, on every master: no
-  /// resource of these masters may be named like one (docs/fencing.md).
+  /// key_prefix + "{" + resource + "}:fencing", on every master, which
+  /// expires a day (or the ttl, if longer) after the last fence round that
+  /// reached it (docs/fencing.md, docs/keys.md).
   bool fencing = false;
   /// Time source for t0 and validity; empty means steady_clock::now. Meant for
   /// tests and simulations; it must tick like steady_clock.
