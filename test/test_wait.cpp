@@ -235,7 +235,9 @@ TEST_CASE("the gate master restarted while a waiter is queued there: the next re
     REQUIRE(loop.run_until([&] { return waiter.done(); }, 5s));
     REQUIRE_FALSE(waiter.answer->error);
     CHECK(*waiter.answered_at - released < scaled(200ms));
-    CHECK(held_everywhere(masters, "{restart}", waiter.answer->lock.value));
+    // A majority: the restarted master's connection may still be coming back
+    // when the attempt is written, and a round decides without it.
+    CHECK(eventually([&] { return holders(masters, "{restart}", waiter.answer->lock.value) >= 2; }));
   }
   REQUIRE(loop.close());
 }
