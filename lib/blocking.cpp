@@ -185,7 +185,7 @@ class Redlock::Impl {
   /// its Client::CallId.
   Result<Lock> wait_cancellable(std::function<Client::CallId(Client&, Client::LockCallback)> start,
                                 const Cancellation& cancel) {
-    std::shared_ptr<Cancellation::State> state = cancel.state();
+    const std::shared_ptr<Cancellation::State>& state = cancel.state();  // the lambda keeps a copy
     return wait([this, &start, state](Client& c, Client::LockCallback done) {
       auto key = std::make_shared<std::uint64_t>(0);
       // Answered on a later turn, after `key` is set below.
