@@ -26,7 +26,8 @@ int main(int argc, char** argv) {
     }
     auto again = redlock.try_lock("deb-test", 10s);
     if (again || again.error() != redlock::errc::not_acquired) {
-      std::fprintf(stderr, "a second lock while held: %s\n", again ? "granted" : again.error().message().c_str());
+      std::fprintf(stderr, "a second lock while held: %s\n",
+                   again ? "granted" : again.error().message().c_str());
       return 1;
     }
     if (std::error_code error = redlock.unlock(*lock)) {
