@@ -5,20 +5,8 @@
 # port 1) exits non-zero and names the master. Arguments: the example binaries.
 set -uo pipefail
 
-failed=0
-expect() {  # STATUS TEXT COMMAND...: exit status STATUS, and TEXT in the output
-  local want=$1 text=$2 out status
-  shift 2
-  out=$(timeout 30 "$@" 2>&1)
-  status=$?
-  if [[ $status != "$want" || $out != *"$text"* ]]; then
-    echo "FAIL: $* exited $status (want $want), output without '$text':"
-    printf '%s\n' "$out" | sed 's/^/    /'
-    failed=1
-  else
-    echo "ok: $* -> $status"
-  fi
-}
+# shellcheck source=expect.sh
+source "$(dirname "${BASH_SOURCE[0]}")/expect.sh"
 
 for example in "$@"; do
   name=$(basename "$example")

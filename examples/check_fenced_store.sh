@@ -11,20 +11,8 @@ store=$(mktemp)
 trap 'rm -f "$store"' EXIT
 : >"$store"
 
-failed=0
-expect() {  # STATUS TEXT COMMAND...
-  local want=$1 text=$2 out status
-  shift 2
-  out=$(timeout 30 "$@" 2>&1)
-  status=$?
-  if [[ $status != "$want" || $out != *"$text"* ]]; then
-    echo "FAIL: $* exited $status (want $want), output without '$text':"
-    printf '%s\n' "$out" | sed 's/^/    /'
-    failed=1
-  else
-    echo "ok: $* -> $status"
-  fi
-}
+# shellcheck source=expect.sh
+source "$(dirname "${BASH_SOURCE[0]}")/expect.sh"
 
 expect 0 "usage: fenced-store" "$fenced" --help
 expect 0 'accepted "first" with token 5' "$fenced" write "$store" 5 first
