@@ -13,7 +13,8 @@
 # under TSan (their slowdown, which a busy machine makes worse). With no
 # arguments it also runs the chaos checker (also against docker-compose.yml's
 # containers when Docker can run), the consumer checks
-# (scripts/consumers.sh) and the API reference (scripts/docs.sh). The last
+# (scripts/consumers.sh), the API reference (scripts/docs.sh) and the C++
+# snippets of the docs (scripts/check-snippets.sh). The last
 # line is "N passed, N failed", after a list of what failed; the exit status
 # is non-zero when anything failed.
 set -euo pipefail
@@ -234,6 +235,17 @@ if ((${#test_args[@]} == 0)); then
     total_passed=$((total_passed + 1))
   else
     failures+=("links: scripts/check-links.sh")
+    total_failed=$((total_failed + 1))
+  fi
+
+  # Every C++ snippet in README.md and docs/*.md compiles under -Wall -Wextra
+  # -Wshadow -Werror, and the check reports the broken snippets it is fed.
+  echo "=== snippets: scripts/check-snippets.sh"
+  if BUILD_DIR=$BUILD_DIR bash scripts/check-snippets.sh &&
+    BUILD_DIR=$BUILD_DIR bash scripts/check-snippets.sh --self-test; then
+    total_passed=$((total_passed + 1))
+  else
+    failures+=("snippets: scripts/check-snippets.sh")
     total_failed=$((total_failed + 1))
   fi
 
