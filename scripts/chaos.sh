@@ -9,10 +9,11 @@
 #   --build-dir DIR where redlock-chaos was built (default build; the binary is
 #                   DIR/test/chaos/redlock-chaos, or $REDLOCK_CHAOS if set)
 #   --compose       drive the same schedule against the docker compose services
-#                   master1..master5 of docker-compose.yml (127.0.0.1:7001-7005):
+#                   master1..master5 of docker-compose.yml (127.0.0.1:7001-7005,
+#                   or from $REDLOCK_BASE_PORT on, as for scripts/compose.sh):
 #                   docker compose (or docker-compose) kill/pause/unpause/start.
-#                   Start them first: scripts/compose.sh up (it starts dockerd
-#                   and builds a local redis image when it has to).
+#                   Start them first: scripts/compose.sh up (it builds a local
+#                   redis image when it has to).
 #                   Docker is slow to kill and start containers, so the TTL is
 #                   5 s and the quarantine 6 s there.
 #   --masters-sh    the same, against local masters started with scripts/masters.sh
@@ -53,6 +54,7 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd -P)
 root=$(cd "$here/.." && pwd -P)
 self="$here/$(basename "${BASH_SOURCE[0]}")"
 masters_sh_base_port=7401
+compose_base_port=${REDLOCK_BASE_PORT:-7001}
 masters_sh_dir=/tmp/redlock-chaos-masters
 ping_timeout_seconds=30
 
@@ -105,12 +107,12 @@ fault_compose() {
     # The container's redis-server starts afresh; with persistence off it is empty.
     start)
       compose start "${services[@]}"
-      wait_ping 7001 "$@"
+      wait_ping "$compose_base_port" "$@"
       ;;
     restart)
       compose kill -s SIGKILL "${services[@]}"
       compose start "${services[@]}"
-      wait_ping 7001 "$@"
+      wait_ping "$compose_base_port" "$@"
       ;;
     *) die "unknown fault action: $action" ;;
   esac >/dev/null
@@ -205,11 +207,11 @@ case $backend in
     command -v docker >/dev/null || die "--compose needs docker"
     compose ps --services --filter status=running 2>/dev/null | grep -qx master5 ||
       die "the compose masters are not running: scripts/compose.sh up"
-    wait_ping 7001 1 2 3 4 5
+    wait_ping "$compose_base_port" 1 2 3 4 5
     ttl=5000
     quarantine=6000
     seconds=${seconds:-60}
-    backend_args=(--external-ports "7001,7002,7003,7004,7005" --fault-command "$self"
+    backend_args=(--external-ports "$(seq -s, "$compose_base_port" $((compose_base_port + 4)))" --fault-command "$self"
       --retry-delay-ms 500)
     ;;
   masters-sh)

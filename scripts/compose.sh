@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# docker-compose.yml's five masters (127.0.0.1:7001-7005) on a machine with
-# Docker from Debian's packages and no image registry.
+# docker-compose.yml's five masters (127.0.0.1:7001-7005, or the five ports
+# from REDLOCK_BASE_PORT on) on a machine with Docker, even one from Debian's
+# packages with no image registry.
 #
 #   scripts/compose.sh up       start them (and what they need), wait until healthy
 #   scripts/compose.sh down     remove them; stop the dockerd this script started
@@ -8,13 +9,17 @@
 #
 # up: starts dockerd when none answers, with --bridge=none --iptables=false
 # (the masters use the host's network, so no container address exists and
-# nothing leaves loopback); uses REDLOCK_REDIS_IMAGE (default redis:7) when it
-# is there or can be pulled, and otherwise builds redlock-redis:local FROM
-# scratch out of the host's own redis-server, redis-cli and the libraries they
-# link. Works with `docker compose` and with docker-compose 1.29 (which has no
-# --wait: the health checks are polled). Exit status 3 means the masters cannot
-# run here (no Docker, no root to start it, a port taken; the reason is
-# printed); anything else non-zero is a failure.
+# nothing leaves loopback). Uses
+# REDLOCK_REDIS_IMAGE (default redis:7) when it is there or can be pulled,
+# and otherwise builds redlock-redis:local FROM scratch out of the host's own
+# redis-server, redis-cli and the libraries they link. Works with `docker
+# compose` and with docker-compose 1.29 (which has no --wait: the health
+# checks are polled). Last, each port must answer here: on Docker Desktop it
+# does only with host networking enabled.
+#
+# Exit status 3 means the masters cannot run or be reached here (no Docker, no
+# root to start it, a port taken; the reason is printed); anything else
+# non-zero is a failure.
 set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -23,7 +28,23 @@ state_dir=${REDLOCK_COMPOSE_STATE:-/tmp/redlock-compose}
 local_image=redlock-redis:local
 services=(master1 master2 master3 master4 master5)
 
+# docker-compose.yml reads one port per master (compose cannot add).
+base_port=${REDLOCK_BASE_PORT:-7001}
+if [[ ! $base_port =~ ^[0-9]+$ ]] || ((base_port < 1 || base_port + 4 > 65535)); then
+  echo "compose.sh: bad REDLOCK_BASE_PORT: $base_port" >&2
+  exit 64
+fi
+ports=()
+for i in 1 2 3 4 5; do
+  ports+=($((base_port + i - 1)))
+  export "REDLOCK_PORT$i=$((base_port + i - 1))"
+done
+
 say() { echo "compose.sh: $*" >&2; }
+usage() {
+  awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0" >&2
+  exit 64
+}
 cannot() {
   say "Docker cannot run here: $*"
   exit 3
@@ -128,15 +149,30 @@ wait_healthy() {
   return 1
 }
 
-# Something other than our masters on 7001-7005 (scripts/demo.sh, a system
+port_answers() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+
+# Something other than our masters on these ports (scripts/demo.sh, a system
 # redis) would keep them from starting.
 check_ports_free() {
   local port
   compose ps --services --filter status=running 2>/dev/null | grep -qx master1 && return 0
-  for port in 7001 7002 7003 7004 7005; do
-    if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
+  for port in "${ports[@]}"; do
+    if port_answers "$port"; then
       cannot "127.0.0.1:$port is taken by another program"
     fi
+  done
+}
+
+# Healthy inside Docker is not enough: Docker Desktop runs the containers in
+# a virtual machine whose host network is not this machine's.
+check_ports_reached() {
+  local port
+  for port in "${ports[@]}"; do
+    port_answers "$port" && continue
+    say "the masters are healthy, but 127.0.0.1:$port does not answer here. On Docker Desktop," \
+      "enable host networking (Settings, Resources, Network; 4.34 or later) or use" \
+      "scripts/masters.sh instead; see docs/fault-injection.md"
+    exit 3
   done
 }
 
@@ -148,7 +184,8 @@ case ${1:-} in
     export REDLOCK_REDIS_IMAGE
     compose up -d
     wait_healthy
-    say "5 masters up on 127.0.0.1:7001-7005 (image $REDLOCK_REDIS_IMAGE)"
+    check_ports_reached
+    say "5 masters up on 127.0.0.1:${ports[0]}-${ports[4]} (image $REDLOCK_REDIS_IMAGE)"
     ;;
   down)
     if daemon_answers; then compose down --timeout 2 || true; fi
@@ -158,8 +195,5 @@ case ${1:-} in
     shift
     compose "$@"
     ;;
-  *)
-    sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//' >&2
-    exit 64
-    ;;
+  *) usage ;;
 esac
