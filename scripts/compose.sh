@@ -3,13 +3,14 @@
 # from REDLOCK_BASE_PORT on) on a machine with Docker, even one from Debian's
 # packages with no image registry.
 #
-#   scripts/compose.sh up       start them (and what they need), wait until healthy
+#   scripts/compose.sh up [--start-dockerd]   start them, wait until healthy
 #   scripts/compose.sh down     remove them; stop the dockerd this script started
 #   scripts/compose.sh compose ARGS...   run docker compose / docker-compose on the file
 #
-# up: starts dockerd when none answers, with --bridge=none --iptables=false
-# (the masters use the host's network, so no container address exists and
-# nothing leaves loopback). Uses
+# up: needs a Docker daemon that answers; it starts none of its own unless
+# given --start-dockerd (as root; scripts/test.sh passes it), and then with
+# --bridge=none --iptables=false (the masters use the host's network, so no
+# container address exists and nothing leaves loopback). Uses
 # REDLOCK_REDIS_IMAGE (default redis:7) when it is there or can be pulled,
 # and otherwise builds redlock-redis:local FROM scratch out of the host's own
 # redis-server, redis-cli and the libraries they link. Works with `docker
@@ -18,8 +19,8 @@
 # does only with host networking enabled.
 #
 # Exit status 3 means the masters cannot run or be reached here (no Docker, no
-# root to start it, a port taken; the reason is printed); anything else
-# non-zero is a failure.
+# daemon, a port taken; the reason is printed); anything else non-zero is a
+# failure.
 set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -66,7 +67,6 @@ compose() {
 daemon_answers() { timeout 10 docker info >/dev/null 2>&1; }
 
 start_dockerd() {
-  daemon_answers && return 0
   command -v dockerd >/dev/null || cannot "no dockerd (Debian: docker.io)"
   ((EUID == 0)) || cannot "dockerd is not running and starting it needs root"
   mkdir -p "$state_dir"
@@ -178,7 +178,15 @@ check_ports_reached() {
 
 case ${1:-} in
   up)
-    start_dockerd
+    case ${2:-} in
+      '' | --start-dockerd) ;;
+      *) usage ;;
+    esac
+    if ! daemon_answers; then
+      [[ ${2:-} == --start-dockerd ]] ||
+        cannot "no Docker daemon answers (start yours, or pass --start-dockerd to start one as root)"
+      start_dockerd
+    fi
     check_ports_free
     REDLOCK_REDIS_IMAGE=$(choose_image)
     export REDLOCK_REDIS_IMAGE

@@ -181,11 +181,11 @@ if ((${#test_args[@]} == 0)) && [[ -x $BUILD_DIR/test/chaos/redlock-chaos ]]; th
   run_chaos chaos --seconds "${CHAOS_SECONDS:-10}"
 
   # The same against docker-compose.yml's containers, briefly, when Docker can
-  # run here (scripts/compose.sh starts dockerd and builds a local image if
-  # it must); said and skipped when it cannot.
-  echo "=== compose: scripts/compose.sh up"
+  # run here (scripts/compose.sh starts dockerd, asked to by --start-dockerd,
+  # and builds a local image if it must); said and skipped when it cannot.
+  echo "=== compose: scripts/compose.sh up --start-dockerd"
   status=0
-  bash scripts/compose.sh up || status=$?
+  bash scripts/compose.sh up --start-dockerd || status=$?
   if ((status == 3)); then
     echo "=== compose: SKIPPED (the reason is above)"
   elif ((status != 0)); then
