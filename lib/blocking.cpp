@@ -305,6 +305,27 @@ Result<Lock> Redlock::lock_permit(std::string resource, int permits, millisecond
       cancel);
 }
 
+Result<Lock> Redlock::lock_shared(std::string resource, milliseconds ttl, milliseconds wait) {
+  return impl_->wait([&](Client& c, Client::LockCallback done) {
+    c.lock_shared(std::move(resource), ttl, wait, std::move(done));
+  });
+}
+
+Result<Lock> Redlock::lock_shared(std::string resource, milliseconds ttl, milliseconds wait,
+                                  const Cancellation& cancel) {
+  return impl_->wait_cancellable(
+      [&](Client& c, Client::LockCallback done) {
+        return c.lock_shared(std::move(resource), ttl, wait, std::move(done));
+      },
+      cancel);
+}
+
+Result<Lock> Redlock::try_lock_shared(std::string resource, milliseconds ttl) {
+  return impl_->wait([&](Client& c, Client::LockCallback done) {
+    c.try_lock_shared(std::move(resource), ttl, std::move(done));
+  });
+}
+
 Result<Lock> Redlock::extend(const Lock& lock, milliseconds ttl) {
   Result<Lock> extended =
       impl_->wait([&](Client& c, Client::LockCallback done) { c.extend(lock, ttl, std::move(done)); });

@@ -273,6 +273,7 @@ class Client::Impl final : public Context, public PermitHost {
              " bytes, more than " + std::to_string(max_key_bytes);
     if (kind != Operation::Kind::acquire && lock.value.empty())
       return "the Lock has no value (not from a lock call)";
+    if (lock.shared && lock.permit >= 0) return "the Lock is both shared and a permit (not from a lock call)";
     if (kind == Operation::Kind::unlock) return {};
     return invalid_ttl(ttl);
   }
@@ -377,6 +378,20 @@ Client::CallId Client::lock_permit(std::string resource, int permits, millisecon
 
 void Client::try_lock(std::string resource, milliseconds ttl, LockCallback cb) {
   Lock lock{std::move(resource), impl_->new_value()};
+  impl_->run(Operation::Kind::acquire, std::move(lock), ttl, 1, std::move(cb));
+}
+
+Client::CallId Client::lock_shared(std::string resource, milliseconds ttl, milliseconds wait,
+                                   LockCallback cb) {
+  Lock lock{std::move(resource), impl_->new_value()};
+  lock.shared = true;
+  return impl_->run(Operation::Kind::acquire, std::move(lock), ttl, std::numeric_limits<int>::max(),
+                    std::move(cb), wait);
+}
+
+void Client::try_lock_shared(std::string resource, milliseconds ttl, LockCallback cb) {
+  Lock lock{std::move(resource), impl_->new_value()};
+  lock.shared = true;
   impl_->run(Operation::Kind::acquire, std::move(lock), ttl, 1, std::move(cb));
 }
 

@@ -13,6 +13,7 @@
 #include "lock_value.hpp"
 #include "master.hpp"
 #include "quorum.hpp"
+#include "scripts.hpp"
 #include "tls.hpp"
 #include "token.hpp"
 
@@ -199,8 +200,8 @@ class Inspector::Impl {
     void query(std::size_t i) {
       MasterReport& report = result_.masters[i];
       report.keys.resize(resources_.size());
-      // PING, INFO and four commands per resource; the last answer ends it.
-      pending_[i] = 2 + 4 * resources_.size();
+      // PING, INFO and five commands per resource; the last answer ends it.
+      pending_[i] = 2 + 5 * resources_.size();
       auto sent = uv_hrtime();
       send(i, {"PING"}, [this, i, sent](const Reply* reply, Failure why) {
         MasterReport& r = result_.masters[i];
@@ -236,6 +237,12 @@ class Inspector::Impl {
         send(i, {"ZCARD", keys::queue(key)}, [this, i, k](const Reply* reply, Failure why) {
           if (answered(i, reply, why) && reply->type == Reply::Type::integer && reply->integer > 0) {
             result_.masters[i].keys[k].waiting = static_cast<std::size_t>(reply->integer);
+          }
+          answer(i);
+        });
+        send(i, {"ZCARD", keys::shared_holders(key)}, [this, i, k](const Reply* reply, Failure why) {
+          if (answered(i, reply, why) && reply->type == Reply::Type::integer && reply->integer > 0) {
+            result_.masters[i].keys[k].shared_holders = static_cast<std::size_t>(reply->integer);
           }
           answer(i);
         });
@@ -284,7 +291,7 @@ class Inspector::Impl {
           }
         }
         r.quorum = static_cast<int>(r.holders) >= quorum::majority(n);
-        if (r.holders > 0) r.mode = "exclusive";
+        if (r.holders > 0) r.mode = r.value == scripts::shared_mark ? "shared" : "exclusive";
         if (auto label = read_lock_value(r.value)) {
           r.owner = std::move(label->owner);
           r.since = label->since;
@@ -293,6 +300,7 @@ class Inspector::Impl {
           if (k >= m.keys.size()) continue;
           r.fencing_token = std::max(r.fencing_token, m.keys[k].fencing_counter);
           r.waiting = std::max(r.waiting, m.keys[k].waiting);
+          if (r.mode == "shared") r.shared_holders = std::max(r.shared_holders, m.keys[k].shared_holders);
         }
         bool first = true;
         for (const MasterReport& m : result_.masters) {

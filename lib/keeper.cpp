@@ -136,21 +136,33 @@ void Keeper::tick() {
 }
 
 void Keeper::send(std::vector<Hold*>& batch) {
-  for (std::size_t from = 0; from < batch.size(); from += Renewal::max_locks) {
+  // Shared holds renew with their own script: they go in batches of their own, after the others.
+  std::stable_partition(batch.begin(), batch.end(), [](const Hold* h) { return !h->lock.shared; });
+  for (std::size_t from = 0; from < batch.size();) {
     std::size_t to = std::min(batch.size(), from + Renewal::max_locks);
-    std::vector<Renewal::Item> items;
-    items.reserve(to - from);
-    for (std::size_t i = from; i < to; ++i) {
-      const Lock& l = batch[i]->lock;
-      items.push_back({l.resource, l.permit, l.value, l.ttl});
-    }
-    auto renewal =
-        hooks_.renew(std::move(items), [this](const std::string& value, std::error_code error,
-                                              TimePoint valid_until) { renewed(value, error, valid_until); });
-    for (std::size_t i = from; i < to; ++i) {
-      batch[i]->renewing = renewal;
-      batch[i]->renewal_epoch = batch[i]->epoch;
-    }
+    const bool shared = batch[from]->lock.shared;
+    to = static_cast<std::size_t>(std::find_if(batch.begin() + static_cast<std::ptrdiff_t>(from),
+                                               batch.begin() + static_cast<std::ptrdiff_t>(to),
+                                               [shared](const Hold* h) { return h->lock.shared != shared; }) -
+                                  batch.begin());
+    send_batch(batch, from, to);
+    from = to;
+  }
+}
+
+void Keeper::send_batch(std::vector<Hold*>& batch, std::size_t from, std::size_t to) {
+  std::vector<Renewal::Item> items;
+  items.reserve(to - from);
+  for (std::size_t i = from; i < to; ++i) {
+    const Lock& l = batch[i]->lock;
+    items.push_back({l.resource, l.permit, l.shared, l.value, l.ttl});
+  }
+  auto renewal =
+      hooks_.renew(std::move(items), [this](const std::string& value, std::error_code error,
+                                            TimePoint valid_until) { renewed(value, error, valid_until); });
+  for (std::size_t i = from; i < to; ++i) {
+    batch[i]->renewing = renewal;
+    batch[i]->renewal_epoch = batch[i]->epoch;
   }
 }
 

@@ -96,6 +96,7 @@ class Keeper {
   void schedule(Hold& hold, std::uint64_t due);
   void arm();
   void send(std::vector<Hold*>& batch);
+  void send_batch(std::vector<Hold*>& batch, std::size_t from, std::size_t to);
   void renewed(const std::string& value, std::error_code error, TimePoint valid_until);
   void arm_expiry(Hold& hold);
   void end(Hold& hold, errc why, bool release);

@@ -49,6 +49,14 @@ inline std::string held(std::string_view key_prefix, std::string_view resource, 
 inline std::string fencing(std::string_view lock_key) {
   return helper(lock_key, "fencing");
 }
+/// The shared holders of the lock (Client::lock_shared).
+inline std::string shared_holders(std::string_view lock_key) {
+  return helper(lock_key, "shared");
+}
+/// Set while a writer waits for the shared holders to go: keeps new ones out.
+inline std::string writer_waiting(std::string_view lock_key) {
+  return helper(lock_key, "writer-waiting");
+}
 /// The queue of Clients waiting (on the key's gate master).
 inline std::string queue(std::string_view lock_key) {
   return helper(lock_key, "queue");

@@ -41,8 +41,8 @@ namespace {
 
 template <class Args>
 Encoded encode(std::string_view verb, const Script* script, const Args& argv) {
-  constexpr std::size_t max_args = 16;  // lock commands use at most 11
-  constexpr std::array<std::string_view, 4> numkeys{"0", "1", "2", "3"};
+  constexpr std::size_t max_args = 16;  // lock commands use at most 13
+  constexpr std::array<std::string_view, 6> numkeys{"0", "1", "2", "3", "4", "5"};
   if (argv.size() + 3 > max_args) throw std::length_error("redlock: too many command arguments");
   std::array<std::string_view, max_args> all;
   std::size_t n = 0;
@@ -96,7 +96,7 @@ bool Command::expects(const Reply& reply) const {
              result->integer <= script_->max_result;
     }
     case Expect::flags:
-      return reply.type == Reply::Type::string && reply.str.size() == keys_ &&
+      return reply.type == Reply::Type::string && reply.str.size() == locks_ &&
              reply.str.find_first_not_of("01") == std::string::npos;
   }
   return false;
@@ -120,7 +120,7 @@ std::shared_ptr<const Command> Command::script(const Script& script, const std::
 }
 
 std::shared_ptr<const Command> Command::flags(const Script& script, std::size_t keys,
-                                              const std::vector<std::string_view>& argv) {
+                                              const std::vector<std::string_view>& argv, std::size_t locks) {
   std::string count = std::to_string(keys);
   std::vector<std::string_view> all{"EVALSHA", script.sha1, count};
   all.insert(all.end(), argv.begin(), argv.end());
@@ -128,7 +128,7 @@ std::shared_ptr<const Command> Command::flags(const Script& script, std::size_t 
   c->encoded_ = encode_command(all.data(), all.size());
   c->script_ = &script;
   c->expect_ = Expect::flags;
-  c->keys_ = keys;
+  c->locks_ = locks;
   return c;
 }
 

@@ -45,14 +45,15 @@ class Command {
   static std::shared_ptr<const Command> plain(const std::vector<std::string>& argv);
   static std::shared_ptr<const Command> script(const Script& script, const std::vector<std::string>& argv);
   /// Runs `script` with EVALSHA on `keys` keys: `argv` is KEYS and then ARGV,
-  /// any length. Answered by a string of one '0' or '1' per key (scripts::renew).
+  /// any length. Answered by a string of one '0' or '1' per lock, `locks` of
+  /// them (scripts::renew, renew_shared).
   static std::shared_ptr<const Command> flags(const Script& script, std::size_t keys,
-                                              const std::vector<std::string_view>& argv);
+                                              const std::vector<std::string_view>& argv, std::size_t locks);
 
   std::string_view encoded() const { return encoded_.bytes(); }
   const Script* script() const { return script_; }
   /// Expect::flags: the locks it covers (one vote each); 0 otherwise.
-  std::size_t batch() const { return expect_ == Expect::flags ? keys_ : 0; }
+  std::size_t batch() const { return expect_ == Expect::flags ? locks_ : 0; }
   /// Whether `reply` (not an error) is one this command can get.
   bool expects(const Reply& reply) const;
   /// The EVAL form, for a master that lost its scripts.
@@ -64,7 +65,7 @@ class Command {
 
   const Script* script_ = nullptr;
   Expect expect_ = Expect::any;
-  std::size_t keys_ = 0;  // Expect::flags: the answer's length
+  std::size_t locks_ = 0;  // Expect::flags: the answer's length
   Encoded encoded_;
 };
 

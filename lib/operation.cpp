@@ -36,16 +36,21 @@ Operation::Operation(Context& context, Kind kind, Lock lock, milliseconds ttl, i
       key_(keys::held(context.options.key_prefix, lock_.resource, lock_.permit)) {
   if (context.options.fencing && (kind == Kind::acquire || kind == Kind::continue_lock))
     counter_key_ = keys::fencing(key_);
+  if (lock_.shared) holders_key_ = keys::shared_holders(key_);
 }
 
 std::shared_ptr<const Command> Operation::make_command() const {
+  if (lock_.shared) return make_shared_command();
   std::string ttl = std::to_string(ttl_.count());
   switch (kind_) {
     case Kind::acquire:
       if (!counter_key_.empty())
-        return Command::script(scripts::acquire_fenced, {key_, counter_key_, lock_.value, ttl});
+        return Command::script(scripts::acquire_fenced, {key_, counter_key_, keys::writer_waiting(key_),
+                                                         lock_.value, ttl, waiting_ ? mark_ms() : "0"});
       // A waiter learns from a failed attempt when the holder's keys expire.
-      if (waiting_) return Command::script(scripts::acquire, {key_, lock_.value, ttl});
+      if (waiting_)
+        return Command::script(scripts::acquire,
+                               {key_, keys::writer_waiting(key_), lock_.value, ttl, mark_ms()});
       return Command::set_nx({"SET", key_, lock_.value, "NX", "PX", ttl});
     case Kind::extend:
       return Command::script(scripts::extend, {key_, lock_.value, ttl});
@@ -59,12 +64,49 @@ std::shared_ptr<const Command> Operation::make_command() const {
   return nullptr;
 }
 
+// make_command for a shared lock (scripts::acquire_shared and the others).
+std::shared_ptr<const Command> Operation::make_shared_command() const {
+  std::string ttl = std::to_string(ttl_.count());
+  std::string_view fenced = counter_key_.empty() ? "0" : "1";
+  switch (kind_) {
+    case Kind::acquire:
+      return Command::script(scripts::acquire_shared,
+                             {key_, holders_key_, keys::fencing(key_), keys::writer_waiting(key_),
+                              keys::reservation(key_), lock_.value, ttl, fenced, "0", ""});
+    case Kind::extend:
+      return Command::script(scripts::extend_shared, {key_, holders_key_, lock_.value, ttl});
+    case Kind::continue_lock:
+      return Command::script(scripts::continue_shared,
+                             {key_, holders_key_, keys::fencing(key_), lock_.value, ttl, fenced});
+    case Kind::unlock:
+      return unlock_command(lock_.value, lock_.value, context_.waiters.subscribed(key_), false);
+  }
+  return nullptr;
+}
+
+// How long a waiting writer's mark, or its wake channel in the gate's queue,
+// outlives this attempt. A living waiter asks again within retry_delay +
+// jitter (its fallback timer), which renews them; one that died leaves them
+// to expire soon after, not when its wait would have ended.
+std::string Operation::mark_ms() const {
+  std::uint64_t wait_left = deadline_ - std::min(deadline_, uv_now(context_.loop));
+  auto next_ask =
+      static_cast<std::uint64_t>((context_.options.retry_delay + context_.options.retry_jitter).count());
+  constexpr std::uint64_t slack_ms = 1000;
+  return std::to_string(std::min(wait_left, next_ask) + slack_ms);
+}
+
 // The unlock script for `value`, publishing `message`; at the gate master
 // also waking the head of the queue, which has a command_timeout (what a
 // master has to answer) to claim the key.
 std::shared_ptr<const Command> Operation::unlock_command(std::string_view value, std::string_view message,
                                                          bool subscribed, bool at_gate) const {
   std::string_view others_only = subscribed ? "1" : "0";
+  if (lock_.shared)
+    return Command::script(scripts::unlock_shared,
+                           {key_, keys::queue(key_), keys::reservation(key_), holders_key_, value,
+                            keys::release_channel(key_), message, others_only,
+                            std::to_string(context_.options.command_timeout.count()), at_gate ? "1" : "0"});
   if (!at_gate)
     return Command::script(scripts::unlock, {key_, value, keys::release_channel(key_), message, others_only});
   return Command::script(
@@ -78,18 +120,20 @@ std::shared_ptr<const Command> Operation::unlock_command(std::string_view value,
 // least as long as this waiter may still wait.
 std::shared_ptr<const Command> Operation::make_gate_command(const Master& gate) {
   std::string_view wake_channel = context_.waiters.wake_channel_at(gate);
+  if (lock_.shared) {
+    // Shared waiters do not queue: they are refused while a writer waits or
+    // the key is reserved for the queue's head, and wake on releases.
+    asked_to_queue_ = false;
+    return Command::script(
+        scripts::acquire_shared,
+        {key_, holders_key_, keys::fencing(key_), keys::writer_waiting(key_), keys::reservation(key_),
+         lock_.value, std::to_string(ttl_.count()), counter_key_.empty() ? "0" : "1", "1", wake_channel});
+  }
   asked_to_queue_ = !wake_channel.empty();
-  // A living waiter asks the gate again within retry_delay + jitter (its
-  // fallback timer), which keeps the queue alive; one that died leaves a
-  // queue that expires soon after, not when its wait would have ended.
-  std::uint64_t wait_left = deadline_ - std::min(deadline_, uv_now(context_.loop));
-  auto next_ask =
-      static_cast<std::uint64_t>((context_.options.retry_delay + context_.options.retry_jitter).count());
-  constexpr std::uint64_t queue_slack_ms = 1000;
-  return Command::script(
-      scripts::acquire_or_queue,
-      {key_, keys::queue(key_), keys::reservation(key_), lock_.value, std::to_string(ttl_.count()),
-       wake_channel, std::to_string(std::min(wait_left, next_ask) + queue_slack_ms)});
+  // The queue lives at least as long as this waiter may still wait.
+  return Command::script(scripts::acquire_or_queue,
+                         {key_, keys::queue(key_), keys::reservation(key_), keys::writer_waiting(key_),
+                          lock_.value, std::to_string(ttl_.count()), wake_channel, mark_ms()});
 }
 
 void Operation::wait_until(std::uint64_t deadline, bool answer_timeout) {
@@ -216,7 +260,9 @@ void Operation::attempt() {
     // will release (an attempt's, written while the gate was away and run
     // when it came back): then every master is asked, and the gate's no is
     // one vote among them, not a veto.
-    if (!by_release && gate_refusals_ >= stale_gate_refusals) {
+    // (Not for a shared lock: the gate is where a waiting writer keeps new
+    // shared holders out.)
+    if (!by_release && gate_refusals_ >= stale_gate_refusals && !lock_.shared) {
       start_round(t0, false);
       return;
     }
@@ -294,7 +340,10 @@ void Operation::start_round(TimePoint t0, bool gate_veto) {
 // veto, its queue): when the key is contended, where a queue may be kept.
 // Not for an uncontended lock(), which pays no more than try_lock, and not
 // with fencing, where the gate master must answer its counter like the others.
+// A shared acquire always goes through the gate, with its veto: a writer
+// waiting or the queue's head woken keeps new shared holders out there.
 bool Operation::gated_round() const {
+  if (lock_.shared) return kind_ == Kind::acquire;
   return waiting_ && counter_key_.empty() && context_.waiters.contended(key_);
 }
 
@@ -380,9 +429,12 @@ void Operation::fence(long long counter, TimePoint valid_until) {
   // it (the clock assumption in docs/fencing.md), and the clock floors the counter.
   constexpr milliseconds forget_after = std::chrono::hours(24);
   std::string forget = std::to_string(std::max(ttl_, forget_after).count());
-  round_ = Round::start(
-      context_.masters, Command::script(scripts::fence, {key_, counter_key_, lock_.value, token, forget}),
-      context_.clock.now(), [this, valid_until](const Outcome& o) { on_fenced(o, valid_until); });
+  auto command = lock_.shared
+                     ? Command::script(scripts::fence_shared,
+                                       {key_, counter_key_, holders_key_, lock_.value, token, forget})
+                     : Command::script(scripts::fence, {key_, counter_key_, lock_.value, token, forget});
+  round_ = Round::start(context_.masters, command, context_.clock.now(),
+                        [this, valid_until](const Outcome& o) { on_fenced(o, valid_until); });
 }
 
 void Operation::on_fenced(const Outcome& outcome, TimePoint valid_until) {

@@ -121,6 +121,8 @@ class Operation final : public Waiters::Waiter {
 
  private:
   std::shared_ptr<const Command> make_command() const;
+  std::shared_ptr<const Command> make_shared_command() const;
+  std::string mark_ms() const;
   std::shared_ptr<const Command> make_gate_command(const Master& gate);
   std::shared_ptr<const Command> unlock_command(std::string_view value, std::string_view message,
                                                 bool subscribed, bool at_gate) const;
@@ -156,6 +158,7 @@ class Operation final : public Waiters::Waiter {
   Callback cb_;
   std::string key_;
   std::string counter_key_;  // fencing: the resource's counter; empty without fencing
+  std::string holders_key_;  // a shared lock: the key's shared holders; empty otherwise
   std::uint64_t token_ = 0;  // fencing: the token the second round writes
   std::shared_ptr<const Command> command_;
   std::shared_ptr<Round> round_;

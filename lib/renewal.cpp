@@ -26,20 +26,26 @@ std::shared_ptr<Renewal> Renewal::start(Context& context, std::vector<Item> item
   TimePoint t0 = context.clock.now();
   auto renewal = std::make_shared<Renewal>(Token{}, context, std::move(items), t0, std::move(decided));
   const auto& all = renewal->items_;
+  const bool shared = !all.empty() && all.front().shared;
   std::vector<std::string> keys;
   std::vector<std::string> ttls;
-  keys.reserve(all.size());
+  keys.reserve(2 * all.size());
   ttls.reserve(all.size());
   for (const Item& item : all) {
     keys.push_back(keys::held(context.options.key_prefix, item.resource, item.permit));
     ttls.push_back(std::to_string(item.ttl.count()));
   }
+  // Shared holds: their holders' keys follow the lock keys.
+  if (shared) {
+    for (std::size_t i = 0; i < all.size(); ++i) keys.push_back(keys::shared_holders(keys[i]));
+  }
   std::vector<std::string_view> argv;
-  argv.reserve(3 * all.size());
+  argv.reserve(keys.size() + 2 * all.size());
   for (const std::string& k : keys) argv.emplace_back(k);
   for (const Item& item : all) argv.emplace_back(item.value);
   for (const std::string& t : ttls) argv.emplace_back(t);
-  auto command = Command::flags(scripts::renew, all.size(), argv);
+  auto command =
+      Command::flags(shared ? scripts::renew_shared : scripts::renew, keys.size(), argv, all.size());
   for (const auto& m : context.masters) m->send(command, renewal);
   return renewal;
 }

@@ -29,7 +29,8 @@ class Renewal final : public ReplyHandler, public std::enable_shared_from_this<R
 
   struct Item {
     std::string resource;
-    int permit = -1;  // Lock::permit
+    int permit = -1;      // Lock::permit
+    bool shared = false;  // Lock::shared: a batch holds one kind only
     std::string value;
     std::chrono::milliseconds ttl;
   };

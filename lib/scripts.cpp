@@ -4,6 +4,16 @@
 
 namespace redlock::scripts {
 
+// What the lock key holds while shared holders hold it (see acquire_shared).
+#define REDLOCK_SHARED_MARK "redlock:shared"
+static_assert(shared_mark == REDLOCK_SHARED_MARK);
+
+// An exclusive waiter refused (`current`: the lock key's value) because
+// shared holders hold the key marks that a writer waits, for `ms` ms: new
+// shared holders are refused while the mark lasts (writer preference).
+#define REDLOCK_MARK_WRITER_WAITING(marker, ms) \
+  "if current == '" REDLOCK_SHARED_MARK "' then redis.call('set', " marker ", '1', 'PX', " ms ") end\n"
+
 // A PUBLISH that fails (an ACL user without the channel, see docs/errors.md) must not
 // fail the script after it deleted: pcall, and a refused one counts as heard
 // by nobody.
@@ -68,14 +78,20 @@ const Script unlock_and_wake{
 
 const Script acquire{
     "acquire",
-    "if redis.call('set', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then return 1 end\n"
-    "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('pexpire', KEYS[1], ARGV[2]) end\n"
+    "if redis.call('set', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then\n"
+    "  redis.call('del', KEYS[2])\n"
+    "  return 1\n"
+    "end\n"
+    "local current = redis.call('get', KEYS[1])\n"
+    "if current == ARGV[1] then return redis.call('pexpire', KEYS[1], ARGV[2]) end\n"
+    REDLOCK_MARK_WRITER_WAITING("KEYS[2]", "ARGV[3]")
     "local left = redis.call('pttl', KEYS[1])\n"
     "if left < 0 then return 0 end\n"
     "return -left - 1\n",
-    "9f95a6e45bc781cc09ba335019170d8cc4c8d942",
+    "bc52cdf2ac63b25d156740400a02bc1ab1295328",
     -std::numeric_limits<int>::max(),
     1,
+    2,
 };
 
 const Script acquire_or_queue{
@@ -88,9 +104,12 @@ const Script acquire_or_queue{
     "  if redis.call('set', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then\n"
     "    if reserved then redis.call('del', KEYS[3]) end\n"
     "    if ARGV[3] ~= '' then redis.call('zrem', KEYS[2], ARGV[3]) end\n"
+    "    redis.call('del', KEYS[4])\n"
     "    return 1\n"
     "  end\n"
-    "  if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('pexpire', KEYS[1], ARGV[2]) end\n"
+    "  local current = redis.call('get', KEYS[1])\n"
+    "  if current == ARGV[1] then return redis.call('pexpire', KEYS[1], ARGV[2]) end\n"
+    "  " REDLOCK_MARK_WRITER_WAITING("KEYS[4]", "ARGV[4]")
     "  left = redis.call('pttl', KEYS[1])\n"
     "end\n"
     "if left < 0 then return 0 end\n"
@@ -100,10 +119,10 @@ const Script acquire_or_queue{
     "  if redis.call('pttl', KEYS[2]) < tonumber(ARGV[4]) then redis.call('pexpire', KEYS[2], ARGV[4]) end\n"
     "end\n"
     "return -left - 1\n",
-    "56c04da598c216a96f1b737cc0997e132d677e3f",
+    "fd560ecb377762ac4524470f0b43d2467b3de467",
     -std::numeric_limits<int>::max(),
     1,
-    3,
+    4,
 };
 
 const Script wake_next{
@@ -117,6 +136,86 @@ const Script wake_next{
     0,
     1,
     3,
+};
+
+// The shared scripts' master clock in ms, `now`, and `settle(key, holders)`:
+// drops the shared holders whose time ran out (their score, a master time in
+// ms, is in the past) and makes the lock key hold the mark, and both keys
+// expire, when the last of the others does. With no holder left it deletes
+// both and answers false.
+#define REDLOCK_SHARED_PRELUDE                                           \
+  "local clock = redis.call('time')\n"                                   \
+  "local now = clock[1] * 1000 + math.floor(clock[2] / 1000)\n"          \
+  "local function settle(key, holders)\n"                                \
+  "  redis.call('zremrangebyscore', holders, '-inf', '(' .. now)\n"      \
+  "  local last = redis.call('zrange', holders, -1, -1, 'withscores')\n" \
+  "  if not last[1] then\n"                                              \
+  "    redis.call('del', key, holders)\n"                                \
+  "    return false\n"                                                   \
+  "  end\n"                                                              \
+  "  local left = tonumber(last[2]) - now\n"                             \
+  "  if left < 1 then left = 1 end\n"                                    \
+  "  redis.call('set', key, '" REDLOCK_SHARED_MARK                       \
+  "', 'PX', left)\n"                                                     \
+  "  redis.call('pexpire', holders, left)\n"                             \
+  "  return true\n"                                                      \
+  "end\n"                                                                \
+  "local function live(holders, value)\n"                                \
+  "  local until_ms = redis.call('zscore', holders, value)\n"            \
+  "  return until_ms ~= false and tonumber(until_ms) >= now\n"           \
+  "end\n"
+
+const Script acquire_shared{
+    "acquire_shared",
+    REDLOCK_SHARED_PRELUDE
+    "local counter = 0\n"
+    "if ARGV[3] == '1' then\n"
+    "  counter = tonumber(redis.call('get', KEYS[3]) or '0')\n"
+    "  if not counter then return redis.error_reply('ERR fencing counter is not a number') end\n"
+    "  local clock_us = clock[1] * 1000000 + clock[2]\n"
+    "  if clock_us > counter then counter = clock_us end\n"
+    "end\n"
+    "local current = redis.call('get', KEYS[1])\n"
+    "if current and current ~= '" REDLOCK_SHARED_MARK
+    "' then\n"
+    "  local left = redis.call('pttl', KEYS[1])\n"
+    "  if left < 0 then return {0, 0} end\n"
+    "  return {-left - 1, 0}\n"
+    "end\n"
+    "local reserved = ARGV[4] == '1' and redis.call('get', KEYS[5])\n"
+    "if not (current and live(KEYS[2], ARGV[1])) then\n"
+    "  if redis.call('exists', KEYS[4]) == 1 then return {0, 0} end\n"
+    "  if reserved and reserved ~= ARGV[5] then return {0, 0} end\n"
+    "end\n"
+    "if not current then redis.call('del', KEYS[2]) end\n"
+    "redis.call('zadd', KEYS[2], now + tonumber(ARGV[2]), ARGV[1])\n"
+    "settle(KEYS[1], KEYS[2])\n"
+    "if reserved and reserved == ARGV[5] then redis.call('del', KEYS[5]) end\n"
+    "return {1, counter}\n",
+    "2e05e3f71199808c2e7611a692c9f0ebd451c9ee",
+    -std::numeric_limits<int>::max(),
+    1,
+    5,
+    true,
+};
+
+const Script unlock_shared{
+    "unlock_shared",
+    REDLOCK_SHARED_PRELUDE
+    "local woken = 0\n"
+    "local current = redis.call('get', KEYS[1])\n"
+    "if current ~= '" REDLOCK_SHARED_MARK "' or redis.call('zrem', KEYS[4], ARGV[1]) == 0 then\n"
+    "  if ARGV[6] == '1' and current == false and redis.call('exists', KEYS[3]) == 0 then\n"
+    REDLOCK_WAKE_HEAD("5") "  end\n"
+    "  return 0\n"
+    "end\n"
+    "if settle(KEYS[1], KEYS[4]) then return 1 end\n" REDLOCK_PUBLISH_RELEASE
+    "if ARGV[6] == '1' and redis.call('exists', KEYS[3]) == 0 then\n" REDLOCK_WAKE_HEAD("5") "end\n"
+    "return 1 + others + woken\n",
+    "b58d754b6f0ec03f24c4585a7d968a34b3a59eb8",
+    0,
+    std::numeric_limits<int>::max(),
+    4,
 };
 
 #undef REDLOCK_WAKE_HEAD
@@ -177,18 +276,23 @@ const Script renew{
 const Script acquire_fenced{
     "acquire_fenced",
     REDLOCK_READ_COUNTER
-    "if redis.call('set', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then return {1, counter} end\n"
-    "if redis.call('get', KEYS[1]) == ARGV[1] then\n"
+    "if redis.call('set', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then\n"
+    "  if ARGV[3] ~= '0' then redis.call('del', KEYS[3]) end\n"
+    "  return {1, counter}\n"
+    "end\n"
+    "local current = redis.call('get', KEYS[1])\n"
+    "if current == ARGV[1] then\n"
     "  redis.call('pexpire', KEYS[1], ARGV[2])\n"
     "  return {1, counter}\n"
     "end\n"
+    "if ARGV[3] ~= '0' then\n" REDLOCK_MARK_WRITER_WAITING("KEYS[3]", "ARGV[3]") "end\n"
     "local left = redis.call('pttl', KEYS[1])\n"
     "if left < 0 then return {0, 0} end\n"
     "return {-left - 1, 0}\n",
-    "0e0bf0dfe099d6f4e81efaa6569aa70d240a4cb2",
+    "f178d97b44e8fc2485ed46981250a9c4ce19e674",
     -std::numeric_limits<int>::max(),
     1,
-    2,
+    3,
     true,
 };
 
@@ -214,25 +318,107 @@ const Script continue_fenced{
 
 #undef REDLOCK_READ_COUNTER
 
+// fence's raise of the counter KEYS[2] to ARGV[2], expiring no sooner than
+// ARGV[3] ms from now.
+#define REDLOCK_RAISE_COUNTER                                                                 \
+  "local counter = tonumber(redis.call('get', KEYS[2]) or '0')\n"                             \
+  "if not counter then return redis.error_reply('ERR fencing counter is not a number') end\n" \
+  "if counter < tonumber(ARGV[2]) then\n"                                                     \
+  "  redis.call('set', KEYS[2], ARGV[2], 'PX', ARGV[3])\n"                                    \
+  "elseif redis.call('pttl', KEYS[2]) < tonumber(ARGV[3]) then\n"                             \
+  "  redis.call('pexpire', KEYS[2], ARGV[3])\n"                                               \
+  "end\n"
+
 const Script fence{
     "fence",
-    "if redis.call('get', KEYS[1]) ~= ARGV[1] then return 0 end\n"
-    "local counter = tonumber(redis.call('get', KEYS[2]) or '0')\n"
-    "if not counter then return redis.error_reply('ERR fencing counter is not a number') end\n"
-    "if counter < tonumber(ARGV[2]) then\n"
-    "  redis.call('set', KEYS[2], ARGV[2], 'PX', ARGV[3])\n"
-    "elseif redis.call('pttl', KEYS[2]) < tonumber(ARGV[3]) then\n"
-    "  redis.call('pexpire', KEYS[2], ARGV[3])\n"
-    "end\n"
-    "return 1\n",
+    "if redis.call('get', KEYS[1]) ~= ARGV[1] then return 0 end\n" REDLOCK_RAISE_COUNTER "return 1\n",
     "a216720e2bf5d1d209848b91e506d4fd1aba3108",
     0,
     1,
     2,
 };
 
-const std::array<const Script*, 11> all{&unlock,         &unlock_and_wake, &acquire,       &acquire_or_queue,
-                                        &wake_next,      &extend,          &continue_lock, &renew,
-                                        &acquire_fenced, &continue_fenced, &fence};
+const Script extend_shared{
+    "extend_shared",
+    REDLOCK_SHARED_PRELUDE "if redis.call('get', KEYS[1]) ~= '" REDLOCK_SHARED_MARK
+                           "' or not live(KEYS[2], ARGV[1]) then return 0 end\n"
+                           "redis.call('zadd', KEYS[2], now + tonumber(ARGV[2]), ARGV[1])\n"
+                           "settle(KEYS[1], KEYS[2])\n"
+                           "return 1\n",
+    "76195caf0e0cc84239cd7f865170d9571953b7d9",
+    0,
+    1,
+    2,
+};
+
+const Script continue_shared{
+    "continue_shared",
+    REDLOCK_SHARED_PRELUDE
+    "local counter = 0\n"
+    "if ARGV[3] == '1' then\n"
+    "  counter = tonumber(redis.call('get', KEYS[3]) or '0')\n"
+    "  if not counter then return redis.error_reply('ERR fencing counter is not a number') end\n"
+    "  local clock_us = clock[1] * 1000000 + clock[2]\n"
+    "  if clock_us > counter then counter = clock_us end\n"
+    "end\n"
+    "local current = redis.call('get', KEYS[1])\n"
+    "if current and current ~= '" REDLOCK_SHARED_MARK
+    "' then return {0, 0} end\n"
+    "local result = 2\n"
+    "if current then\n"
+    "  if live(KEYS[2], ARGV[1]) then result = 1 end\n"
+    "else\n"
+    "  redis.call('del', KEYS[2])\n"
+    "end\n"
+    "redis.call('zadd', KEYS[2], now + tonumber(ARGV[2]), ARGV[1])\n"
+    "settle(KEYS[1], KEYS[2])\n"
+    "return {result, counter}\n",
+    "ccb9c86e4063abffc2f9dcbbae1d2b383e671814",
+    0,
+    2,
+    3,
+    true,
+};
+
+const Script fence_shared{
+    "fence_shared",
+    REDLOCK_SHARED_PRELUDE "if redis.call('get', KEYS[1]) ~= '" REDLOCK_SHARED_MARK
+                           "' or not live(KEYS[3], ARGV[1]) then return 0 end\n" REDLOCK_RAISE_COUNTER
+                           "return 1\n",
+    "3202c3cf8e3a954d4f9540363afc5e4e48cd92ec",
+    0,
+    1,
+    3,
+};
+
+const Script renew_shared{
+    "renew_shared",
+    REDLOCK_SHARED_PRELUDE
+    "local n = #KEYS / 2\n"
+    "local answers = {}\n"
+    "for i = 1, n do\n"
+    "  answers[i] = '0'\n"
+    "  if redis.call('get', KEYS[i]) == '" REDLOCK_SHARED_MARK
+    "' and live(KEYS[n + i], ARGV[i]) then\n"
+    "    redis.call('zadd', KEYS[n + i], now + tonumber(ARGV[n + i]), ARGV[i])\n"
+    "    settle(KEYS[i], KEYS[n + i])\n"
+    "    answers[i] = '1'\n"
+    "  end\n"
+    "end\n"
+    "return table.concat(answers)\n",
+    "e0ea248742ea5626e33aa88c9516f1a1599bbe6c",
+    0,
+    0,
+};
+
+#undef REDLOCK_RAISE_COUNTER
+#undef REDLOCK_SHARED_PRELUDE
+#undef REDLOCK_MARK_WRITER_WAITING
+#undef REDLOCK_SHARED_MARK
+
+const std::array<const Script*, 17> all{
+    &unlock,        &unlock_and_wake, &acquire,         &acquire_or_queue, &wake_next,   &extend,
+    &continue_lock, &renew,           &acquire_fenced,  &continue_fenced,  &fence,       &acquire_shared,
+    &unlock_shared, &extend_shared,   &continue_shared, &fence_shared,     &renew_shared};
 
 }  // namespace redlock::scripts

@@ -38,16 +38,19 @@ extern const Script unlock;
 /// number of other Clients told (subscribers, and the head it woke).
 extern const Script unlock_and_wake;
 
-/// KEYS[1] key, ARGV[1] value, ARGV[2] ttl in ms: SET NX PX, for waiters.
-/// Returns 1 when it set the key or the key already held our value (its ttl
+/// KEYS[1] key, KEYS[2] its writer-waiting mark, ARGV[1] value, ARGV[2] ttl
+/// in ms, ARGV[3] ms: SET NX PX, for waiters. Returns 1 when it set the key
+/// (and then deletes the mark) or the key already held our value (its ttl
 /// renewed: a waiter's gate master is asked again in the full round);
 /// otherwise -(the holder's remaining ms + 1), or 0 when the key has no
-/// expiry, so a waiter knows when to try again.
+/// expiry, so a waiter knows when to try again. Refused by shared holders,
+/// it sets the mark for ARGV[3] ms: no new shared holder is let in meanwhile.
 extern const Script acquire;
 
-/// KEYS[1] key, KEYS[2] its wait queue, KEYS[3] its reservation, ARGV[1]
-/// value, ARGV[2] ttl in ms, ARGV[3] a wake channel or "", ARGV[4] ms: the
-/// acquire script, for the gate master of a waiter. While the key is reserved
+/// KEYS[1] key, KEYS[2] its wait queue, KEYS[3] its reservation, KEYS[4] its
+/// writer-waiting mark, ARGV[1] value, ARGV[2] ttl in ms, ARGV[3] a wake
+/// channel or "", ARGV[4] ms: the acquire script, for the gate master of a
+/// waiter (the mark as there, for ARGV[4] ms). While the key is reserved
 /// for another wake channel (the queue's head just woken) it refuses as if
 /// held, for what is left of the reservation. Where it refuses with a known
 /// expiry it also queues the wake channel (ZADD NX, scored by the master's
@@ -85,10 +88,11 @@ extern const Script renew;
 // fence). They refuse (an error reply, a failed vote) a counter that is not a
 // number, before writing anything.
 
-/// KEYS[1] key, KEYS[2] counter key, ARGV[1] value, ARGV[2] ttl in ms: the
-/// acquire script that also answers the counter: {1, counter} when it set the
-/// key or renewed our own value there (a waiter's gate), {-(the holder's
-/// remaining ms + 1) or 0, 0} otherwise.
+/// KEYS[1] key, KEYS[2] counter key, KEYS[3] writer-waiting mark, ARGV[1]
+/// value, ARGV[2] ttl in ms, ARGV[3] ms, 0 for a caller that does not wait:
+/// the acquire script that also answers the counter: {1, counter} when it
+/// set the key or renewed our own value there (a waiter's gate), {-(the
+/// holder's remaining ms + 1) or 0, 0} otherwise; the mark as acquire's.
 extern const Script acquire_fenced;
 
 /// KEYS[1] key, KEYS[2] counter key, ARGV[1] value, ARGV[2] ttl in ms:
@@ -102,8 +106,55 @@ extern const Script continue_fenced;
 /// returns 1; otherwise 0.
 extern const Script fence;
 
+// Shared locks (Client::lock_shared). While shared holders hold a resource,
+// its lock key holds shared_mark (never a lock value, which starts with hex
+// digits), expiring when the last of them does, so every exclusive script
+// treats it as a lock held by someone else. The holders are a sorted set, a
+// helper of the key: value -> the master time (ms) its hold ends. Each
+// script drops the holders whose time passed and sets both keys' expiry to
+// the last one's. The fencing counter is read and raised as above.
+
+/// What the lock key holds while shared holders hold it.
+inline constexpr std::string_view shared_mark = "redlock:shared";
+
+/// KEYS[1] key, KEYS[2] its shared holders, KEYS[3] counter key, KEYS[4]
+/// writer-waiting mark, KEYS[5] reservation; ARGV[1] value, ARGV[2] ttl in
+/// ms, ARGV[3] "1" to read the counter, ARGV[4] "1" at the gate master,
+/// ARGV[5] our wake channel: adds or renews our hold, unless an exclusive
+/// holder holds the key ({-(its remaining ms + 1) or 0, 0}) or, for a new
+/// hold, a writer waits (the mark) or, at the gate, the key is reserved for
+/// another wake channel ({0, 0}). {1, counter} when it holds (counter 0
+/// without ARGV[3]); a reservation for our channel ends then.
+extern const Script acquire_shared;
+
+/// KEYS[1] key, KEYS[2] queue, KEYS[3] reservation, KEYS[4] shared holders,
+/// ARGV[1..5] as unlock_and_wake's, ARGV[6] "1" at the gate master: removes
+/// our hold; when it was the last, deletes the key, publishes the release
+/// and, at the gate, wakes the queue's head as unlock_and_wake does.
+/// Returns 0 when we held nothing here, 1 while other shared holders remain,
+/// else 1 + the Clients told.
+extern const Script unlock_shared;
+
+/// KEYS[1] key, KEYS[2] shared holders, ARGV[1] value, ARGV[2] ttl in ms:
+/// extend for a shared hold (1 when our hold was live and is renewed, else 0).
+extern const Script extend_shared;
+
+/// KEYS[1] key, KEYS[2] shared holders, KEYS[3] counter key, ARGV[1] value,
+/// ARGV[2] ttl in ms, ARGV[3] "1" to read the counter: continue_fenced for a
+/// shared hold: {1, counter} renewed, {2, counter} added (no live hold of
+/// ours was there), {0, 0} held exclusively by another.
+extern const Script continue_shared;
+
+/// KEYS[1] key, KEYS[2] counter key, KEYS[3] shared holders, ARGV[1..3] as
+/// fence's: fence where our shared hold is live.
+extern const Script fence_shared;
+
+/// KEYS[1..n] keys, KEYS[n+1..2n] their shared holders, ARGV[1..n] values,
+/// ARGV[n+1..2n] ttls: renew for shared holds (n characters, as renew's).
+extern const Script renew_shared;
+
 /// Every script, in the order they are loaded on connect.
-extern const std::array<const Script*, 11> all;
+extern const std::array<const Script*, 17> all;
 
 }  // namespace scripts
 }  // namespace redlock

@@ -46,8 +46,13 @@
 # control, control-permit-counter: the same semaphore as a counter per master,
 # which must be caught over-admitting.
 #
+# shared: two acquisitions in three are shared (lock_shared), the others
+# exclusive, under the mixed faults: no exclusive holder beside anyone; and its
+# control, control-shared-apart: readers lock another name, so the checker
+# must see writers beside them.
+#
 # Named but not built yet (asking for them with --only fails, saying so):
-# shared, all, election (the third layer).
+# all, election (the third layer).
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd -P)
@@ -253,12 +258,14 @@ runs=(
   "partition|--mode partition"
   "permit|--mode mixed --quarantine-ms $quarantine --permits 3 --resources 1 --threads 8"
   "cancel|--mode mixed --quarantine-ms $quarantine --cancel"
+  "shared|--mode mixed --quarantine-ms $quarantine --shared --resources 2"
+  "control-shared-apart|--mode none --shared --shared-apart --resources 2 --register none --expect-overlap"
   "control-clock-unfenced|--mode clock-large --register unfenced --expect-stale"
   "control-pause-unfenced|--mode pause-client --register unfenced --expect-stale"
   "control-permit-counter|--mode none --permits 3 --resources 1 --threads 8 --counter-semaphore --register none --expect-over-admission"
 )
 # The third layer's runs, until its primitives exist.
-not_built=(shared all election)
+not_built=(all election)
 # The clock shim preloads into masters this script starts itself.
 local_only=(clock clock-large control-clock-unfenced)
 

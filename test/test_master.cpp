@@ -57,9 +57,11 @@ TEST_CASE("the scripts' SHA-1s are what Redis computes", "[master]") {
   }
 }
 
-TEST_CASE("the fencing scripts take two keys and answer {result, counter}", "[master]") {
-  auto command = Command::script(scripts::acquire_fenced, {"k", "k:fencing", "v", "1000"});
-  CHECK(command->encoded().find("$1\r\n2\r\n$1\r\nk\r\n$9\r\nk:fencing\r\n") != std::string_view::npos);
+TEST_CASE("the fencing scripts take the counter key after the lock's and answer {result, counter}",
+          "[master]") {
+  auto command =
+      Command::script(scripts::acquire_fenced, {"k", "k:fencing", "k:writer-waiting", "v", "1000", "0"});
+  CHECK(command->encoded().find("$1\r\n3\r\n$1\r\nk\r\n$9\r\nk:fencing\r\n") != std::string_view::npos);
   auto integer = [](long long i) {
     Reply r;
     r.type = Reply::Type::integer;
@@ -84,9 +86,10 @@ TEST_CASE("the fencing scripts take two keys and answer {result, counter}", "[ma
   CHECK_FALSE(command->expects(pair(integer(1), text)));
 
   RedisServer server;
-  CHECK(
-      server.command({"EVAL", std::string(scripts::acquire_fenced.body), "2", "k", "k:fencing", "v", "1000"})
-          .find("1 ") == 0);
+  CHECK(server
+            .command({"EVAL", std::string(scripts::acquire_fenced.body), "3", "k", "k:fencing",
+                      "k:writer-waiting", "v", "1000", "0"})
+            .find("1 ") == 0);
   CHECK(server.command(
             {"EVAL", std::string(scripts::fence.body), "2", "k", "k:fencing", "v", "42", "86400000"}) == "1");
   CHECK(server.get("k:fencing") == "42");

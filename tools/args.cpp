@@ -93,6 +93,8 @@ enum class Id {
   tls_server_name,
   tls_insecure,
   owner,
+  shared,
+  permits,
 };
 
 struct Flag {
@@ -125,6 +127,8 @@ constexpr Flag flags[] = {
     {Id::tls_server_name, "tls-server-name", '\0', true, in_all},
     {Id::tls_insecure, "tls-insecure", '\0', false, in_all},
     {Id::owner, "owner", '\0', true, in_run | in_acquire},
+    {Id::shared, "shared", '\0', false, in_run | in_acquire | in_extend | in_release},
+    {Id::permits, "permits", '\0', true, in_run},
 };
 
 // The flag `arg` names (--long or -s) among those `verbs` take.
@@ -197,6 +201,19 @@ int parse_exit_code(std::string_view text, Verb verb) {
   if (!ok || value > 255) {
     throw UsageError(verb, "-E wants an exit status from 0 to 255, not '" + std::string(text) + "'");
   }
+  return value;
+}
+
+// Client::lock_permit's range, 1 to 10,000.
+int parse_permits(std::string_view text, Verb verb) {
+  int value = 0;
+  bool ok = !text.empty() && text.size() <= 5;
+  for (char c : text) {
+    if (c < '0' || c > '9') ok = false;
+    value = value * 10 + (c - '0');
+  }
+  if (!ok || value < 1 || value > 10000)
+    throw UsageError(verb, "--permits wants a number from 1 to 10000, not '" + std::string(text) + "'");
   return value;
 }
 
@@ -291,6 +308,12 @@ void apply(Invocation& inv, const Flag& f, std::string_view value) {
       inv.options.owner = std::string(value);
       if (inv.options.owner.empty()) throw UsageError(verb, "--owner must not be empty");
       break;
+    case Id::shared:
+      inv.shared = true;
+      break;
+    case Id::permits:
+      inv.permits = parse_permits(value, verb);
+      break;
   }
 }
 
@@ -360,6 +383,7 @@ void apply_password(Invocation& inv, const char* password_env) {
 void check_options(Invocation& inv, const Environment& env) {
   Verb verb = inv.verb;
   if (inv.no_wait && inv.wait) throw UsageError(verb, "-n and -w cannot be used together");
+  if (inv.shared && inv.permits > 0) throw UsageError(verb, "--shared and --permits cannot be used together");
   if (inv.no_wait) inv.wait = milliseconds{0};
   if (inv.options.masters.empty() && env.masters != nullptr) add_masters_from(env.masters, inv.options, verb);
   if (inv.options.masters.empty()) throw UsageError(verb, "no masters: give -m URI or set REDLOCK_MASTERS");
@@ -620,7 +644,11 @@ std::string help_text(Verb verb) {
           "  --kill-after D           SIGTERM to SIGKILL after a lost lock, at most (10s)\n"
           "  --fencing                also take a fencing token, a number that grows\n"
           "                           with every grant (REDLOCK_FENCING_TOKEN)\n"
-          "  --owner TEXT             who holds it, as status shows (hostname:pid)\n";
+          "  --owner TEXT             who holds it, as status shows (hostname:pid)\n"
+          "  --shared                 a shared (read) lock: held beside other shared\n"
+          "                           holders, never beside an exclusive one\n"
+          "  --permits N              one of N permits of RESOURCE: at most N holders\n"
+          "                           at once (REDLOCK_PERMIT says which)\n";
       break;
     case Verb::acquire:
       text +=
@@ -638,7 +666,9 @@ std::string help_text(Verb verb) {
           "  -E, --conflict-exit-code N  exit status when not acquired (1)\n"
           "  -v, --verbose            say on stderr when the lock was not acquired\n"
           "  --fencing                also take a fencing token (REDLOCK_FENCING_TOKEN)\n"
-          "  --owner TEXT             who holds it, as status shows (hostname:pid)\n";
+          "  --owner TEXT             who holds it, as status shows (hostname:pid)\n"
+          "  --shared                 a shared (read) lock; extend and release it with\n"
+          "                           --shared too\n";
       break;
     case Verb::extend:
       text +=
@@ -646,12 +676,15 @@ std::string help_text(Verb verb) {
           "holds it; fails (exit 1) when a quorum no longer does. Never re-creates an\n"
           "expired lock. Prints the lock as acquire does.\n\n"
           "Options:\n"
-          "  --ttl D                  new time to live (30s)\n";
+          "  --ttl D                  new time to live (30s)\n"
+          "  --shared                 the lock was acquired with --shared\n";
       break;
     case Verb::release:
       text +=
           "Deletes the lock where the masters hold VALUE. Exit 1 when a quorum no\n"
-          "longer held it (it had expired or been taken).\n\n";
+          "longer held it (it had expired or been taken).\n\n"
+          "Options:\n"
+          "  --shared                 the lock was acquired with --shared\n";
       break;
     case Verb::status:
       text +=

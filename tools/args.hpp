@@ -56,6 +56,10 @@ struct Invocation {
   /// run, acquire: say on stderr when the lock was not acquired (a conflict
   /// is silent otherwise, as with flock -n).
   bool verbose = false;
+  /// run, acquire, extend, release: a shared lock (Client::lock_shared).
+  bool shared = false;
+  /// run: one of this many permits (Client::lock_permit); 0: the resource itself.
+  int permits = 0;
   /// --password-file: where the masters' password is (first line).
   std::string password_file;
 };

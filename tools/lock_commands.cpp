@@ -24,6 +24,7 @@ Lock named_lock(const Invocation& inv, std::chrono::steady_clock::time_point val
   lock.resource = inv.resource;
   lock.value = inv.value;
   lock.valid_until = valid_until;
+  lock.shared = inv.shared;
   return lock;
 }
 
@@ -54,10 +55,19 @@ int acquire_command(const Invocation& inv) {
     lock = std::move(l);
     session.client().close(nullptr);
   };
+  Client& client = session.client();
   if (inv.wait && inv.wait->count() == 0) {
-    session.client().try_lock(inv.resource, inv.ttl, done);
+    if (inv.shared) {
+      client.try_lock_shared(inv.resource, inv.ttl, done);
+    } else {
+      client.try_lock(inv.resource, inv.ttl, done);
+    }
   } else {
-    session.client().lock(inv.resource, inv.ttl, inv.wait.value_or(forever), done);
+    if (inv.shared) {
+      client.lock_shared(inv.resource, inv.ttl, inv.wait.value_or(forever), done);
+    } else {
+      client.lock(inv.resource, inv.ttl, inv.wait.value_or(forever), done);
+    }
     line.start();
   }
   session.run();

@@ -43,9 +43,9 @@ std::vector<int> forwarded() {
 // Dropped from CMD's environment: our lock's variables (CMD gets its own,
 // so a nested run cannot see its parent's lock), and the masters and their
 // password, which CMD has no business with.
-constexpr std::array<const char*, 7> lock_variables = {
-    "REDLOCK_RESOURCE=",      "REDLOCK_VALUE=",   "REDLOCK_TTL_MS=",  "REDLOCK_VALIDITY_MS=",
-    "REDLOCK_FENCING_TOKEN=", "REDLOCK_MASTERS=", "REDLOCK_PASSWORD="};
+constexpr std::array<const char*, 8> lock_variables = {
+    "REDLOCK_RESOURCE=", "REDLOCK_VALUE=",         "REDLOCK_TTL_MS=",  "REDLOCK_VALIDITY_MS=",
+    "REDLOCK_PERMIT=",   "REDLOCK_FENCING_TOKEN=", "REDLOCK_MASTERS=", "REDLOCK_PASSWORD="};
 
 std::vector<std::string> child_environment(const Lock& lock) {
   std::vector<std::string> env;
@@ -60,6 +60,7 @@ std::vector<std::string> child_environment(const Lock& lock) {
   env.push_back("REDLOCK_VALUE=" + lock.value);
   env.push_back("REDLOCK_TTL_MS=" + std::to_string(lock.ttl.count()));
   env.push_back("REDLOCK_VALIDITY_MS=" + std::to_string(lock.validity().count()));
+  if (lock.permit >= 0) env.push_back("REDLOCK_PERMIT=" + std::to_string(lock.permit));
   if (lock.fencing_token > 0) env.push_back("REDLOCK_FENCING_TOKEN=" + std::to_string(lock.fencing_token));
   return env;
 }
@@ -110,12 +111,21 @@ class Runner {
  private:
   void acquire() {
     auto cb = [this](std::error_code ec, Lock lock) { on_acquired(ec, std::move(lock)); };
-    if (inv_.wait && inv_.wait->count() == 0) {
-      session_.client().try_lock(inv_.resource, inv_.ttl, cb);
-      return;
+    Client& client = session_.client();
+    const bool once = inv_.wait && inv_.wait->count() == 0;
+    const milliseconds wait = inv_.wait.value_or(milliseconds::max());
+    if (inv_.permits > 0) {
+      client.lock_permit(inv_.resource, inv_.permits, inv_.ttl, once ? milliseconds{0} : wait, cb);
+    } else if (inv_.shared && once) {
+      client.try_lock_shared(inv_.resource, inv_.ttl, cb);
+    } else if (inv_.shared) {
+      client.lock_shared(inv_.resource, inv_.ttl, wait, cb);
+    } else if (once) {
+      client.try_lock(inv_.resource, inv_.ttl, cb);
+    } else {
+      client.lock(inv_.resource, inv_.ttl, wait, cb);
     }
-    session_.client().lock(inv_.resource, inv_.ttl, inv_.wait.value_or(milliseconds::max()), cb);
-    line_.start();
+    if (!once) line_.start();
   }
 
   void on_acquired(std::error_code ec, Lock lock) {

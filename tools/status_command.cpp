@@ -82,6 +82,8 @@ long long unix_ms(std::chrono::system_clock::time_point t) {
 
 // "web-1:4312 (exclusive) for 12.3s, 17.7s left": who, how and how long.
 std::string holder_text(const ResourceReport& r) {
+  // "3 shared holders, 8.1s left": they have no one owner or start.
+  if (r.mode == "shared") return holder_name(r) + ", " + ttl_text(r.ttl);
   std::string out = holder_name(r) + " (" + r.mode + ")";
   if (since_known(r)) out += " for " + seconds_text(held_for(r));
   return out + ", " + ttl_text(r.ttl);
@@ -98,6 +100,7 @@ std::string printable(std::string text) {
 }
 
 std::string holder_name(const ResourceReport& r) {
+  if (r.mode == "shared") return std::to_string(r.shared_holders) + " shared holders";
   return printable(r.owner.empty() ? r.value : r.owner);
 }
 
@@ -170,6 +173,7 @@ std::string status_json(const Inspection& inspection) {
            ",\"ttl_ms\":" + std::to_string(r.ttl.count()) +
            ",\"owner\":" + (r.owner.empty() ? "null" : json_string(r.owner)) +
            ",\"mode\":" + (r.mode.empty() ? "null" : json_string(r.mode)) +
+           ",\"shared_holders\":" + std::to_string(r.shared_holders) +
            ",\"since_unix_ms\":" + (since_known(r) ? std::to_string(unix_ms(r.since)) : "null") +
            ",\"held_ms\":" + (since_known(r) ? std::to_string(held_for(r).count()) : "null") +
            ",\"fencing_token\":" + std::to_string(r.fencing_token) +

@@ -68,6 +68,14 @@ class REDLOCK_API Redlock {
   /// The same, ended early by `cancel` (errc::canceled).
   Result<Lock> lock_permit(std::string resource, int permits, milliseconds ttl, milliseconds wait,
                            const Cancellation& cancel);
+  /// See Client::lock_shared: a shared (read) lock, waiting at most `wait`.
+  /// Never reentrant: each call takes a shared hold of its own.
+  Result<Lock> lock_shared(std::string resource, milliseconds ttl, milliseconds wait);
+  /// The same, ended early by `cancel` (errc::canceled).
+  Result<Lock> lock_shared(std::string resource, milliseconds ttl, milliseconds wait,
+                           const Cancellation& cancel);
+  /// See Client::try_lock_shared.
+  Result<Lock> try_lock_shared(std::string resource, milliseconds ttl);
   /// See Client::extend.
   Result<Lock> extend(const Lock& lock, milliseconds ttl);
   /// See Client::continue_lock.

@@ -87,6 +87,17 @@ class REDLOCK_API Client {
   CallId lock_permit(std::string resource, int permits, milliseconds ttl, milliseconds wait, LockCallback cb);
   /// One attempt, no retries.
   void try_lock(std::string resource, milliseconds ttl, LockCallback cb);
+  /// A shared (read) lock of `resource`: held beside any number of other
+  /// shared holders, never beside an exclusive holder (lock() and try_lock()
+  /// of the same resource). Waits as lock() does, for at most `wait`. A
+  /// writer waiting (a lock() with a wait refused by shared holders) keeps
+  /// new shared holders out until it has had the lock, so a stream of
+  /// readers cannot starve it; the cost is that readers wait behind writers.
+  /// The Lock has `shared` set; extend, continue_lock, keep, unlock and
+  /// fencing take it as any Lock. Returns the call's id for cancel().
+  CallId lock_shared(std::string resource, milliseconds ttl, milliseconds wait, LockCallback cb);
+  /// One attempt at a shared lock, no retries.
+  void try_lock_shared(std::string resource, milliseconds ttl, LockCallback cb);
   /// Sets the remaining time to `ttl` on a quorum where the value is still
   /// ours. Never re-creates a vanished key. On failure the lock is lost.
   void extend(const Lock& lock, milliseconds ttl, LockCallback cb);

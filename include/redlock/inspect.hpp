@@ -36,6 +36,9 @@ struct KeyReport {
   /// Clients queued here to be woken when it is released (lock() callers
   /// with a wait; the queue lives on one master, the resource's gate).
   std::size_t waiting = 0;
+  /// Shared holders recorded here (Client::lock_shared), live or not yet
+  /// cleared; 0 when none.
+  std::size_t shared_holders = 0;
 };
 
 /// What one master said about itself, in one inspection.
@@ -84,8 +87,12 @@ struct ResourceReport {
   /// When `value` was taken, by its holder's clock; the epoch when unknown.
   /// extend() and renewals keep it: it is how long the lock has been held.
   std::chrono::system_clock::time_point since{};
-  /// "exclusive" while any master holds the key, else empty.
+  /// "exclusive" or "shared" (held by lock_shared callers: `value` is then
+  /// the mark the key holds, and `owner` is empty) while any master holds
+  /// the key, else empty.
   std::string mode;
+  /// Shared holders: the most any master records (0 unless shared).
+  std::size_t shared_holders = 0;
   /// The largest fencing counter among the masters: the token of the holder
   /// if it took the lock with Options::fencing (a later holder without
   /// fencing leaves it as it was); 0 when fencing was never used.

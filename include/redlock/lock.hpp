@@ -34,6 +34,9 @@ struct REDLOCK_API Lock {
   /// lock_permit: which of the semaphore's permits it holds, 0 <= permit <
   /// permits; -1 for a lock of the resource itself.
   int permit = -1;
+  /// lock_shared / try_lock_shared: a shared hold, beside other shared
+  /// holders and never beside an exclusive one.
+  bool shared = false;
 
   /// Time left, rounded down; zero once expired.
   std::chrono::milliseconds validity() const;

@@ -107,6 +107,11 @@ options:
   --counter-semaphore  with --permits: the control's semaphore, a counter per
                        master, which over-admits (needs --holds timed)
   --expect-over-admission  control: exit 0 only if more than P held at once
+  --shared             two acquisitions in three are shared (lock_shared), the
+                       others exclusive (lock with a wait); checked: shared
+                       holders overlap only one another
+  --shared-apart       with --shared, the control: readers lock another name,
+                       so writers overlap them (use with --expect-overlap)
   --cancel             waits through a Cancellation each (lock() with a wait),
                        and a thread per worker cancels one every 0.25-1 ttl
   --list-faults        print every fault
@@ -146,6 +151,8 @@ struct Args {
   int permits = 0;
   bool counter_semaphore = false;
   bool cancel = false;
+  bool shared = false;
+  bool shared_apart = false;
   std::string register_mode = "fenced";
   int register_port = 0;
   std::string writes;
@@ -217,6 +224,14 @@ Args parse_args(int argc, char** argv) {
     }
     if (opt == "--cancel") {
       a.cancel = true;
+      continue;
+    }
+    if (opt == "--shared") {
+      a.shared = true;
+      continue;
+    }
+    if (opt == "--shared-apart") {
+      a.shared_apart = true;
       continue;
     }
     if (opt == "--list-faults") {
@@ -292,6 +307,9 @@ Args parse_args(int argc, char** argv) {
     }
   }
   if (!a.worker && !a.mode) usage_error("--mode is required");
+  if (a.shared_apart && !a.shared) usage_error("--shared-apart needs --shared");
+  if (a.shared && (a.permits > 0 || a.cancel))
+    usage_error("--shared goes with neither --permits nor --cancel");
   if (a.counter_semaphore && (a.permits == 0 || a.holds != "timed"))
     usage_error("--counter-semaphore needs --permits and --holds timed");
   if (!a.external_ports.empty()) {
@@ -325,6 +343,8 @@ int worker_main(const Args& a) {
   config.permits = a.permits;
   config.counter_semaphore = a.counter_semaphore;
   config.cancel = a.cancel;
+  config.shared = a.shared;
+  config.shared_apart = a.shared_apart;
   return run_worker(config);
 }
 
@@ -551,6 +571,8 @@ int parent_main(const Args& a) {
                                        std::to_string(a.permits)};
       if (a.counter_semaphore) args.emplace_back("--counter-semaphore");
       if (a.cancel) args.emplace_back("--cancel");
+      if (a.shared) args.emplace_back("--shared");
+      if (a.shared_apart) args.emplace_back("--shared-apart");
       w.pid = spawn(self, args);
       workers.push_back(w);
     }
@@ -682,6 +704,9 @@ int parent_main(const Args& a) {
   } else if (summary.acquisitions == 0) {
     status = 2;
     verdict = "ERROR: no lock was ever acquired, so the run proves nothing";
+  } else if (a.shared && summary.shared_overlaps == 0) {
+    status = 2;
+    verdict = "ERROR: no two shared holders ever held at once, so the run proves nothing about sharing";
   } else if (beyond_assumptions && (summary.overlaps > 0 || summary.token_inversions > 0)) {
     verdict = "PASS (beyond Redlock's assumptions): " + std::to_string(summary.overlaps) + " overlaps and " +
               std::to_string(summary.token_inversions) +

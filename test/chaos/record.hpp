@@ -36,6 +36,7 @@ struct Record {
   int unlock_error = 0;             // as `error`, for that unlock()
   std::uint64_t fencing_token = 0;  // Lock::fencing_token (workers run with Options::fencing)
   int permit = -1;                  // Lock::permit (--permits); -1 for a lock of the resource
+  int shared = 0;                   // 1: a shared hold (--shared), beside which others may hold
 
   bool acquired() const { return error == 0; }
   /// Left after valid_until: exclusion was no longer promised at the end.
@@ -47,11 +48,11 @@ struct Record {
 /// One line of text, newline included; parse() reads it back.
 inline std::string format(const Record& r) {
   char line[256];
-  std::snprintf(line, sizeof line, "%d %d %d %lld %lld %d %lld %lld %lld %d %llu %d\n", r.process, r.thread,
-                r.resource, static_cast<long long>(to_ns(r.called)),
+  std::snprintf(line, sizeof line, "%d %d %d %lld %lld %d %lld %lld %lld %d %llu %d %d\n", r.process,
+                r.thread, r.resource, static_cast<long long>(to_ns(r.called)),
                 static_cast<long long>(to_ns(r.returned)), r.error, static_cast<long long>(to_ns(r.left)),
                 static_cast<long long>(to_ns(r.valid_until)), static_cast<long long>(to_ns(r.unlocked)),
-                r.unlock_error, static_cast<unsigned long long>(r.fencing_token), r.permit);
+                r.unlock_error, static_cast<unsigned long long>(r.fencing_token), r.permit, r.shared);
   return line;
 }
 
@@ -60,10 +61,10 @@ inline bool parse(const std::string& line, Record& r) {
   long long called = 0, returned = 0, left = 0, valid_until = 0, unlocked = 0;
   unsigned long long token = 0;
   char end = 0;
-  const int n = std::sscanf(line.c_str(), "%d %d %d %lld %lld %d %lld %lld %lld %d %llu %d%c", &r.process,
+  const int n = std::sscanf(line.c_str(), "%d %d %d %lld %lld %d %lld %lld %lld %d %llu %d %d%c", &r.process,
                             &r.thread, &r.resource, &called, &returned, &r.error, &left, &valid_until,
-                            &unlocked, &r.unlock_error, &token, &r.permit, &end);
-  if (n != 13 || end != '\n') return false;
+                            &unlocked, &r.unlock_error, &token, &r.permit, &r.shared, &end);
+  if (n != 14 || end != '\n') return false;
   r.fencing_token = token;
   r.called = from_ns(called);
   r.returned = from_ns(returned);

@@ -243,19 +243,33 @@ Summary summarize(const std::vector<Record>& records, const std::vector<Write>& 
               [](const Record* a, const Record* b) { return a->returned < b->returned; });
     // A worker paused between the grant and reading the clock records its
     // grant late (returned past valid_until): its place in grant order is unknown.
-    const Record* previous = nullptr;
+    // A shared holder's token is checked against the last exclusive grant
+    // only (shared holders overlapping one another take theirs in any
+    // order); an exclusive grant's against that one and every shared grant since.
+    std::optional<std::uint64_t> last_exclusive;
+    std::optional<std::uint64_t> ceiling;
     for (const Record* r : sections) {
       if (r->returned >= r->valid_until) continue;
-      if (previous != nullptr) {
+      const std::optional<std::uint64_t>& above = r->shared != 0 ? last_exclusive : ceiling;
+      if (above) {
         ++s.tokens_checked;
-        if (r->fencing_token <= previous->fencing_token) ++s.token_inversions;
+        if (r->fencing_token <= *above) ++s.token_inversions;
       }
-      previous = r;
+      if (r->shared != 0) {
+        ceiling = std::max(ceiling.value_or(0), r->fencing_token);
+      } else {
+        last_exclusive = r->fencing_token;
+        ceiling = r->fencing_token;
+      }
     }
     for (std::size_t i = 0; i < sections.size(); ++i) {
       const Record& a = *sections[i];
       for (std::size_t j = i + 1; j < sections.size() && sections[j]->returned < a.valid_end(); ++j) {
         const Record& b = *sections[j];
+        if (a.shared != 0 && b.shared != 0) {
+          ++s.shared_overlaps;  // allowed: readers beside readers
+          continue;
+        }
         const auto length = std::min(a.valid_end(), b.valid_end()) - b.returned;
         if (length <= Clock::duration::zero()) continue;
         ++s.overlaps;
@@ -322,6 +336,8 @@ void print_text(std::FILE* out, const RunInfo& run, const Summary& s, const Faul
                  std::chrono::duration<double, std::milli>(s.longest_overlap).count());
   }
   std::fprintf(out, "\n");
+  if (s.shared_overlaps > 0)
+    std::fprintf(out, "shared holders beside one another (allowed): %zu\n", s.shared_overlaps);
   std::fprintf(out, "fencing tokens checked in grant order: %zu, inversions: %zu\n", s.tokens_checked,
                s.token_inversions);
   if (run.permits > 0) {
@@ -361,7 +377,8 @@ std::string json_line(const RunInfo& run, const Summary& s, const FaultSchedule&
     << ",\"acquisitions\":" << s.acquisitions << ",\"errors\":" << map_json(s.errors)
     << ",\"unlock_errors\":" << map_json(s.unlock_errors) << ",\"overruns\":" << s.overruns
     << ",\"expired_on_return\":" << s.expired_on_return << ",\"overlaps\":" << s.overlaps
-    << ",\"tokens_checked\":" << s.tokens_checked << ",\"token_inversions\":" << s.token_inversions
+    << ",\"shared_overlaps\":" << s.shared_overlaps << ",\"tokens_checked\":" << s.tokens_checked
+    << ",\"token_inversions\":" << s.token_inversions
     << ",\"p50_acquire_us\":" << optional_number(s.p50_acquire)
     << ",\"p99_acquire_us\":" << optional_number(s.p99_acquire)
     << ",\"p50_unlock_us\":" << optional_number(s.p50_unlock)

@@ -45,6 +45,7 @@ struct Summary {
   std::size_t overruns = 0;
   std::size_t expired_on_return = 0;  // lock() handed out a lock whose valid_until had passed
   std::size_t overlaps = 0;
+  std::size_t shared_overlaps = 0;  // --shared: shared holders beside one another (allowed)
   Clock::duration longest_overlap{};
   std::vector<Overlap> examples;  // the first few, for the text report
   // Fencing: each acquisition's token against the one granted before it on

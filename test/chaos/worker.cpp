@@ -81,7 +81,8 @@ class Register {
   Register& operator=(const Register&) = delete;
 
   void write(const Record& holder) {
-    if (config_.register_port == 0) return;
+    // Shared holders read: their tokens need not grow among themselves.
+    if (config_.register_port == 0 || holder.shared) return;
     Write w;
     w.process = holder.process;
     w.thread = holder.thread;
@@ -212,6 +213,15 @@ Result<Lock> acquire(Redlock& redlock, CounterSemaphore* counter, const WorkerCo
   return redlock.lock_permit(name, config.permits, config.ttl, wait);
 }
 
+// --shared: two calls in three read (lock_shared), one writes (lock with a
+// wait). The control's readers lock another name: they never meet a writer.
+Result<Lock> acquire_shared_or_not(Redlock& redlock, const WorkerConfig& config, const std::string& name,
+                                   bool read) {
+  const auto wait = 2 * config.retry_count * config.retry_delay;
+  if (!read) return redlock.lock(name, config.ttl, wait);
+  return redlock.lock_shared(config.shared_apart ? name + ":apart" : name, config.ttl, wait);
+}
+
 // --cancel: every 0.25-1 ttl, cancels the wait of a thread picked at random.
 void cancel_now_and_then(const WorkerConfig& config, Waits& waits) {
   std::mt19937_64 rng(std::random_device{}());
@@ -230,6 +240,7 @@ void contend(Redlock& redlock, const WorkerConfig& config, int thread, RecordFil
   if (config.counter_semaphore) counter.emplace(config);
   std::mt19937_64 rng(std::random_device{}());
   std::uniform_int_distribution<int> pick_resource(0, config.resources - 1);
+  std::uniform_int_distribution<int> pick_reader(0, 2);
   // Holders keep the lock for a good part of its validity: that is when a
   // broken lock lets a second holder in while the first is still inside.
   std::uniform_real_distribution<double> hold_fraction(0.3, 0.7);
@@ -242,9 +253,12 @@ void contend(Redlock& redlock, const WorkerConfig& config, int thread, RecordFil
     r.process = config.process;
     r.thread = thread;
     r.resource = pick_resource(rng);
+    r.shared = config.shared && pick_reader(rng) != 0;
+    const std::string name = "resource-" + std::to_string(r.resource);
     r.called = Clock::now();
-    Result<Lock> lock = acquire(redlock, counter ? &*counter : nullptr, config,
-                                "resource-" + std::to_string(r.resource), thread, waits);
+    Result<Lock> lock = config.shared
+                            ? acquire_shared_or_not(redlock, config, name, r.shared)
+                            : acquire(redlock, counter ? &*counter : nullptr, config, name, thread, waits);
     r.returned = Clock::now();
     r.error = code_of(lock.error());
     if (lock) {

@@ -36,6 +36,12 @@ struct WorkerConfig {
   /// > 0: take permits of a semaphore of this many (lock_permit) instead of
   /// the resource's lock; the register then has one value per permit.
   int permits = 0;
+  /// Two acquisitions in three are shared (lock_shared), the others
+  /// exclusive (lock with a wait); checked: no exclusive holder beside anyone.
+  bool shared = false;
+  /// The control: readers take their shared lock under another name, so
+  /// they never meet a writer and the checker must see them overlap.
+  bool shared_apart = false;
   /// The control: the same semaphore built as a counter per master
   /// (counter_semaphore.hpp), which over-admits.
   bool counter_semaphore = false;

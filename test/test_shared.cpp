@@ -1,0 +1,377 @@
+#include <catch2/catch.hpp>
+
+#include <redlock/redlock.hpp>
+
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "support/calls.hpp"
+#include "support/cluster.hpp"
+#include "support/eventually.hpp"
+#include "support/holders.hpp"
+#include "support/loop.hpp"
+
+using namespace redlock;
+using namespace redlock::test;
+using namespace std::chrono_literals;
+using steady = std::chrono::steady_clock;
+
+namespace {
+
+// A call that waits, driven by the test: its answer once it came.
+struct Waiting {
+  std::shared_ptr<Answer> answer = std::make_shared<Answer>();
+  Client::CallId id = 0;
+
+  Client::LockCallback callback() {
+    return [a = answer](std::error_code e, Lock l) {
+      ++a->calls;
+      a->error = e;
+      a->lock = std::move(l);
+    };
+  }
+  bool done() const { return answer->calls > 0; }
+};
+
+Waiting lock_shared(Client& client, const std::string& resource, milliseconds ttl, milliseconds wait) {
+  Waiting call;
+  call.id = client.lock_shared(resource, ttl, wait, call.callback());
+  return call;
+}
+
+Waiting lock_exclusive(Client& client, const std::string& resource, milliseconds ttl, milliseconds wait) {
+  Waiting call;
+  call.id = client.lock(resource, ttl, wait, call.callback());
+  return call;
+}
+
+Answer try_lock_shared(LoopFixture& loop, Client& c, const std::string& resource, milliseconds ttl) {
+  return await_answer(loop,
+                      [&](Client::LockCallback cb) { c.try_lock_shared(resource, ttl, std::move(cb)); });
+}
+
+// How many masters keep shared holders of `resource`, and how many
+// masters' lock keys hold the shared mark.
+int with_holders(Cluster& masters, const std::string& resource) {
+  int n = 0;
+  for (std::size_t i = 0; i < masters.size(); ++i)
+    n += masters[i].running() && masters[i].command({"EXISTS", "{" + resource + "}:shared"}) == "1" ? 1 : 0;
+  return n;
+}
+
+bool nothing_left(Cluster& masters, const std::string& resource) {
+  return held_nowhere(masters, "{" + resource + "}") &&
+         eventually([&] { return with_holders(masters, resource) == 0; });
+}
+
+}  // namespace
+
+TEST_CASE("shared holders hold together, and a writer gets the lock when the last of them unlocks",
+          "[shared]") {
+  Cluster masters(3);
+  LoopFixture loop;
+  {
+    Client a(loop.get(), masters.options());
+    Client b(loop.get(), masters.options());
+    Client w(loop.get(), masters.options());
+    Answer first = try_lock_shared(loop, a, "table", 10s);
+    Answer second = try_lock_shared(loop, b, "table", 10s);
+    REQUIRE_FALSE(first.error);
+    REQUIRE_FALSE(second.error);
+    CHECK(first.lock.shared);
+    CHECK(first.lock.valid());
+    CHECK(held_everywhere(masters, "{table}", "redlock:shared"));
+    CHECK(masters[0].command({"ZCARD", "{table}:shared"}) == "2");
+
+    CHECK(try_lock(loop, w, "table", 10s).error == errc::not_acquired);
+    Waiting writer = lock_exclusive(w, "table", 10s, 20s);
+    (void)loop.run_until([&] { return writer.done(); }, 300ms);
+    CHECK_FALSE(writer.done());
+
+    CHECK_FALSE(unlock(loop, a, first.lock));
+    (void)loop.run_until([&] { return writer.done(); }, 300ms);
+    CHECK_FALSE(writer.done());  // b still holds it
+
+    auto released = steady::now();
+    CHECK_FALSE(unlock(loop, b, second.lock));
+    REQUIRE(loop.run_until([&] { return writer.done(); }, 5s));
+    REQUIRE_FALSE(writer.answer->error);
+    CHECK_FALSE(writer.answer->lock.shared);
+    CHECK(steady::now() - released < 2s);  // woken by the release, not a timer near its deadline
+    CHECK(held_everywhere(masters, "{table}", writer.answer->lock.value));
+    CHECK(with_holders(masters, "table") == 0);
+    CHECK_FALSE(unlock(loop, w, writer.answer->lock));
+    CHECK(nothing_left(masters, "table"));
+    a.close(nullptr);
+    b.close(nullptr);
+    w.close(nullptr);
+  }
+  REQUIRE(loop.close());
+}
+
+TEST_CASE("an exclusive holder keeps shared locks out, and shared waiters get in together at its release",
+          "[shared]") {
+  Cluster masters(3);
+  LoopFixture loop;
+  {
+    Client w(loop.get(), masters.options());
+    Client a(loop.get(), masters.options());
+    Client b(loop.get(), masters.options());
+    Answer held = try_lock(loop, w, "table", 10s);
+    REQUIRE_FALSE(held.error);
+    CHECK(try_lock_shared(loop, a, "table", 10s).error == errc::not_acquired);
+    Waiting ra = lock_shared(a, "table", 10s, 20s);
+    Waiting rb = lock_shared(b, "table", 10s, 20s);
+    (void)loop.run_until([&] { return ra.done() || rb.done(); }, 300ms);
+    CHECK_FALSE(ra.done());
+    CHECK_FALSE(rb.done());
+
+    CHECK_FALSE(unlock(loop, w, held.lock));
+    REQUIRE(loop.run_until([&] { return ra.done() && rb.done(); }, 5s));
+    REQUIRE_FALSE(ra.answer->error);
+    REQUIRE_FALSE(rb.answer->error);
+    CHECK(ra.answer->lock.valid());
+    CHECK(rb.answer->lock.valid());
+    CHECK(masters[1].command({"ZCARD", "{table}:shared"}) == "2");
+    CHECK_FALSE(unlock(loop, a, ra.answer->lock));
+    CHECK_FALSE(unlock(loop, b, rb.answer->lock));
+    CHECK(nothing_left(masters, "table"));
+    w.close(nullptr);
+    a.close(nullptr);
+    b.close(nullptr);
+  }
+  REQUIRE(loop.close());
+}
+
+TEST_CASE("a writer waiting keeps new shared holders out, so a stream of readers cannot starve it",
+          "[shared]") {
+  Cluster masters(3);
+  LoopFixture loop;
+  {
+    Client r(loop.get(), masters.options());
+    Client w(loop.get(), masters.options());
+    Answer reading = try_lock_shared(loop, r, "table", 10s);
+    REQUIRE_FALSE(reading.error);
+    Waiting writer = lock_exclusive(w, "table", 10s, 20s);
+    // The writer was refused by the reader: it now waits, and has said so.
+    REQUIRE(loop.run_until(
+        [&] {
+          return masters[0].command({"EXISTS", "{table}:writer-waiting"}) == "1";
+        },
+        2s));
+    CHECK_FALSE(writer.done());
+    // A new reader is kept out, while the one holding may still renew.
+    CHECK(try_lock_shared(loop, r, "table", 10s).error == errc::not_acquired);
+    Answer renewed = extend(loop, r, reading.lock, 10s);
+    CHECK_FALSE(renewed.error);
+
+    CHECK_FALSE(unlock(loop, r, renewed.lock));
+    REQUIRE(loop.run_until([&] { return writer.done(); }, 5s));
+    REQUIRE_FALSE(writer.answer->error);
+    // The writer has it: the mark is gone with its wait.
+    CHECK(eventually([&] { return masters[0].command({"EXISTS", "{table}:writer-waiting"}) == "0"; }));
+    CHECK_FALSE(unlock(loop, w, writer.answer->lock));
+    Answer after = try_lock_shared(loop, r, "table", 10s);
+    CHECK_FALSE(after.error);
+    if (!after.error) CHECK_FALSE(unlock(loop, r, after.lock));
+    r.close(nullptr);
+    w.close(nullptr);
+  }
+  REQUIRE(loop.close());
+}
+
+TEST_CASE("extend, keep and unlock of a shared lock act on its own hold only", "[shared]") {
+  Cluster masters(3);
+  LoopFixture loop;
+  {
+    Client a(loop.get(), masters.options());
+    Client b(loop.get(), masters.options());
+    Answer longer = try_lock_shared(loop, a, "table", 2s);
+    Answer shorter = try_lock_shared(loop, b, "table", 2s);
+    REQUIRE_FALSE(longer.error);
+    REQUIRE_FALSE(shorter.error);
+
+    Answer extended = extend(loop, a, longer.lock, 30s);
+    REQUIRE_FALSE(extended.error);
+    CHECK(extended.lock.shared);
+    CHECK(
+        eventually([&] { return masters[0].pttl("{table}") > 20000; }));  // the key lasts as its last holder
+
+    // b's unlock leaves a's hold, and the key, in place.
+    CHECK_FALSE(unlock(loop, b, shorter.lock));
+    CHECK(held_everywhere(masters, "{table}", "redlock:shared"));
+    CHECK(masters[2].command({"ZCARD", "{table}:shared"}) == "1");
+    // b's hold is gone: extending it is refused.
+    CHECK(extend(loop, b, shorter.lock, 10s).error == errc::not_held);
+
+    // Kept past its ttl, with renewals of its own hold.
+    Answer kept = try_lock_shared(loop, b, "table", 300ms);
+    REQUIRE_FALSE(kept.error);
+    int renewals = 0;
+    std::vector<std::error_code> lost;
+    b.keep(
+        kept.lock, {100ms, 0ms}, [&](std::error_code e) { lost.push_back(e); },
+        [&](steady::time_point) { ++renewals; });
+    (void)loop.run_until([&] { return renewals >= 6; }, 5s);
+    CHECK(renewals >= 6);
+    CHECK(lost.empty());
+    CHECK(masters[1].command({"ZCARD", "{table}:shared"}) == "2");
+
+    CHECK_FALSE(unlock(loop, b, kept.lock));
+    CHECK_FALSE(unlock(loop, a, extended.lock));
+    CHECK(nothing_left(masters, "table"));
+    CHECK(lost.empty());
+    a.close(nullptr);
+    b.close(nullptr);
+  }
+  REQUIRE(loop.close());
+}
+
+TEST_CASE("a shared hold that ran out does not keep the key from a writer", "[shared]") {
+  Cluster masters(3);
+  LoopFixture loop;
+  {
+    Client a(loop.get(), masters.options());
+    Client b(loop.get(), masters.options());
+    Answer brief = try_lock_shared(loop, a, "table", 200ms);
+    Answer lasting = try_lock_shared(loop, b, "table", 10s);
+    REQUIRE_FALSE(brief.error);
+    REQUIRE_FALSE(lasting.error);
+    // a's hold runs out on the masters; b's unlock then ends the key.
+    REQUIRE(eventually([&] { return !brief.lock.valid(); }));
+    CHECK_FALSE(unlock(loop, b, lasting.lock));
+    CHECK(nothing_left(masters, "table"));
+    Answer writer = try_lock(loop, b, "table", 10s);
+    CHECK_FALSE(writer.error);
+    // And the stale hold cannot come back by continue_lock as if held throughout.
+    Answer back = continue_lock(loop, a, brief.lock, 10s);
+    CHECK(back.error == errc::not_held);
+    if (!writer.error) CHECK_FALSE(unlock(loop, b, writer.lock));
+    a.close(nullptr);
+    b.close(nullptr);
+  }
+  REQUIRE(loop.close());
+}
+
+TEST_CASE("with fencing, shared holders get tokens and a writer after them a larger one", "[shared]") {
+  Cluster masters(3);
+  Options options = masters.options();
+  options.fencing = true;
+  LoopFixture loop;
+  {
+    Client a(loop.get(), options);
+    Client w(loop.get(), options);
+    Answer first = try_lock_shared(loop, a, "ledger", 10s);
+    Answer second = try_lock_shared(loop, a, "ledger", 10s);
+    REQUIRE_FALSE(first.error);
+    REQUIRE_FALSE(second.error);
+    CHECK(first.lock.fencing_token > 0);
+    CHECK(second.lock.fencing_token > first.lock.fencing_token);
+    Waiting writer = lock_exclusive(w, "ledger", 10s, 20s);
+    CHECK_FALSE(unlock(loop, a, first.lock));
+    CHECK_FALSE(unlock(loop, a, second.lock));
+    REQUIRE(loop.run_until([&] { return writer.done(); }, 5s));
+    REQUIRE_FALSE(writer.answer->error);
+    CHECK(writer.answer->lock.fencing_token > second.lock.fencing_token);
+    CHECK_FALSE(unlock(loop, w, writer.answer->lock));
+    a.close(nullptr);
+    w.close(nullptr);
+  }
+  REQUIRE(loop.close());
+}
+
+TEST_CASE("a shared lock is had with a master down, and a canceled shared wait leaves nothing behind",
+          "[shared]") {
+  Cluster masters(3);
+  LoopFixture loop;
+  {
+    Client w(loop.get(), masters.options());
+    Client r(loop.get(), masters.options());
+    masters[2].kill9();
+    Answer reading = try_lock_shared(loop, r, "table", 10s);
+    REQUIRE_FALSE(reading.error);
+    CHECK(with_holders(masters, "table") == 2);
+    CHECK_FALSE(unlock(loop, r, reading.lock));
+
+    Answer held = try_lock(loop, w, "table", 10s);
+    REQUIRE_FALSE(held.error);
+    Waiting waiting = lock_shared(r, "table", 10s, 20s);
+    (void)loop.run_until([&] { return waiting.done(); }, 200ms);
+    REQUIRE_FALSE(waiting.done());
+    r.cancel(waiting.id);
+    REQUIRE(loop.run_until([&] { return waiting.done(); }, 2s));
+    CHECK(waiting.answer->error == errc::canceled);
+    CHECK_FALSE(unlock(loop, w, held.lock));
+    CHECK(nothing_left(masters, "table"));
+    w.close(nullptr);
+    r.close(nullptr);
+  }
+  REQUIRE(loop.close());
+}
+
+TEST_CASE("threads reading and writing through Redlocks: a writer is never inside beside anyone",
+          "[shared]") {
+  Cluster masters(3);
+  Options options = masters.options();
+  options.retry_delay = 20ms;
+  options.retry_jitter = 20ms;
+  Redlock first(options);
+  Redlock second(options);
+  std::atomic<int> readers{0};
+  std::atomic<int> writers{0};
+  std::atomic<int> overlaps{0};
+  std::atomic<int> most_readers{0};
+  std::atomic<int> failures{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 6; ++t) {
+    threads.emplace_back([&, t] {
+      Redlock& redlock = t % 2 == 0 ? first : second;
+      const bool writer = t < 2;
+      for (int i = 0; i < 6; ++i) {
+        Result<Lock> lock = writer ? redlock.lock("shelf", 5s, 20s) : redlock.lock_shared("shelf", 5s, 20s);
+        if (!lock) {
+          ++failures;
+          continue;
+        }
+        if (writer) {
+          if (++writers != 1 || readers.load() != 0) ++overlaps;
+        } else {
+          int now = ++readers;
+          if (writers.load() != 0) ++overlaps;
+          int seen = most_readers.load();
+          while (now > seen && !most_readers.compare_exchange_weak(seen, now)) {
+          }
+        }
+        std::this_thread::sleep_for(5ms);  // the work done under the lock
+        if (writer) {
+          --writers;
+        } else {
+          --readers;
+        }
+        CHECK_FALSE(redlock.unlock(*lock));
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  CHECK(overlaps == 0);
+  CHECK(failures == 0);
+  CHECK(most_readers >= 2);  // readers did share
+}
+
+TEST_CASE("a Lock both shared and a permit is refused as an invalid argument", "[shared]") {
+  Cluster masters(1);
+  LoopFixture loop;
+  {
+    Client c(loop.get(), masters.options());
+    Lock forged{"table", "00000000000000000000000000000000:1:me"};
+    forged.shared = true;
+    forged.permit = 0;
+    CHECK(unlock(loop, c, forged) == errc::invalid_argument);
+    c.close(nullptr);
+  }
+  REQUIRE(loop.close());
+}
