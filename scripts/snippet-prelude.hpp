@@ -25,3 +25,5 @@ void render(std::chrono::steady_clock::time_point deadline);
 void export_batch(const Batch& batch);
 void export_batch(const Batch& batch, std::uint64_t fencing_token);
 void run_export(int permit);
+void read_catalogue(std::uint64_t fencing_token);
+void write_catalogue(std::uint64_t fencing_token);

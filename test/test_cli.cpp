@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <set>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -214,6 +215,66 @@ TEST_CASE("two redlock run processes exclude each other", "[cli]") {
   CHECK(second_value.size() > 34);
   CHECK(second_value != first_value + "\n");
   CHECK(held_nowhere(masters, "{jobs}"));
+}
+
+TEST_CASE("redlock run --shared: readers run together, and a writer waits for both", "[cli]") {
+  Cluster masters(3);
+  Dir dir;
+  REQUIRE(::mkfifo((dir / "fifo-a").c_str(), 0600) == 0);
+  REQUIRE(::mkfifo((dir / "fifo-b").c_str(), 0600) == 0);
+  auto reader = [&](const std::string& name) {
+    std::vector<std::string> args = {"--shared", "jobs"};
+    for (auto& a : blocking_cmd(dir / name, dir / ("fifo-" + name))) args.push_back(a);
+    return args;
+  };
+  Command a(command_line("run", masters, reader("a")));
+  Command b(command_line("run", masters, reader("b")));
+  REQUIRE(eventually([&] { return has_line(dir / "a") && has_line(dir / "b"); }, 10s));  // both inside
+  CHECK(holders(masters, "{jobs}", "redlock:shared") == 3);
+
+  Command writer(command_line(
+      "run", masters, {"-w", "20s", "jobs", "--", "/bin/sh", "-c", "echo wrote > \"$0\"", dir / "writer"}));
+  REQUIRE(eventually([&] { return masters[0].command({"EXISTS", "{jobs}:writer-waiting"}) == "1"; }, 10s));
+  Command late(command_line("run", masters, {"-n", "--shared", "jobs", "--", "true"}));
+  CHECK(late.wait(10s) == 1);  // a new reader is kept out while the writer waits
+  REQUIRE(release_reader(dir / "fifo-a"));
+  CHECK(a.wait(10s) == 0);
+  CHECK_FALSE(writer.exited());  // b still reads
+  REQUIRE(release_reader(dir / "fifo-b"));
+  CHECK(b.wait(10s) == 0);
+  CHECK(writer.wait(10s) == 0);
+  INFO(writer.err());
+  CHECK(read_file(dir / "writer") == "wrote\n");
+  CHECK(held_nowhere(masters, "{jobs}"));
+}
+
+TEST_CASE("redlock run --permits N: at most N inside, each told its permit", "[cli]") {
+  Cluster masters(3);
+  Dir dir;
+  REQUIRE(::mkfifo((dir / "fifo-first").c_str(), 0600) == 0);
+  REQUIRE(::mkfifo((dir / "fifo-second").c_str(), 0600) == 0);
+  const std::vector<std::string> tell = {"--", "/bin/sh", "-c",
+                                         "echo \"$REDLOCK_PERMIT\" > \"$0\"; read x < \"$1\""};
+  auto holder = [&](const std::string& name) {
+    std::vector<std::string> args = {"--permits", "2", "pool"};
+    for (const auto& a : tell) args.push_back(a);
+    args.push_back(dir / name);
+    args.push_back(dir / ("fifo-" + name));
+    return args;
+  };
+  Command first(command_line("run", masters, holder("first")));
+  Command second(command_line("run", masters, holder("second")));
+  REQUIRE(eventually([&] { return has_line(dir / "first") && has_line(dir / "second"); }, 10s));
+  std::set<std::string> permits = {read_file(dir / "first"), read_file(dir / "second")};
+  CHECK(permits == std::set<std::string>{"0\n", "1\n"});
+  Command third(command_line("run", masters, {"-n", "--permits", "2", "pool", "--", "true"}));
+  CHECK(third.wait(10s) == 1);  // both permits held
+  REQUIRE(release_reader(dir / "fifo-first"));
+  REQUIRE(release_reader(dir / "fifo-second"));
+  CHECK(first.wait(10s) == 0);
+  CHECK(second.wait(10s) == 0);
+  CHECK(held_nowhere(masters, "{pool}:permit:0"));
+  CHECK(held_nowhere(masters, "{pool}:permit:1"));
 }
 
 TEST_CASE("-n and -w give the conflict status while another holds the lock", "[cli]") {

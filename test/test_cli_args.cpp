@@ -278,6 +278,18 @@ TEST_CASE("bad input is one line naming what is wrong", "[cli][args]") {
       {{"run", "-m", uri, "--connect-timeout", "0s", "jobs", "--", "true"},
        "--connect-timeout must be more than 0ms",
        Verb::run},
+      {{"run", "-m", uri, "--shared", "--permits", "2", "jobs", "--", "true"},
+       "--shared and --permits cannot be used together",
+       Verb::run},
+      {{"run", "-m", uri, "--permits", "0", "jobs", "--", "true"},
+       "--permits wants a number from 1 to 10000, not '0'",
+       Verb::run},
+      {{"run", "-m", uri, "--permits", "10001", "jobs", "--", "true"},
+       "--permits wants a number from 1 to 10000, not '10001'",
+       Verb::run},
+      {{"acquire", "-m", uri, "--permits", "2", "jobs"},
+       "unknown option '--permits' for 'redlock acquire'",
+       Verb::acquire},
       {{"acquire", "-m", uri}, "missing RESOURCE", Verb::acquire},
       {{"acquire", "-m", uri, "a", "b"}, "unexpected argument 'b'", Verb::acquire},
       {{"acquire", "-m", uri, "a", "--", "b"}, "unexpected '--'", Verb::acquire},
@@ -451,10 +463,10 @@ TEST_CASE("a password from --password-file or REDLOCK_PASSWORD, for masters whos
 
 TEST_CASE("each command's help lists exactly the options it takes", "[cli][args]") {
   const std::vector<std::string> names = {
-      "ttl",         "nonblock",      "wait",   "conflict-exit-code", "kill-after",      "fencing",
-      "json",        "verbose",       "master", "connect-timeout",    "command-timeout", "key-prefix",
-      "quarantine",  "password-file", "tls-ca", "tls-cert",           "tls-key",         "tls-server-name",
-      "tls-insecure"};
+      "ttl",          "nonblock",      "wait",   "conflict-exit-code", "kill-after",      "fencing",
+      "json",         "verbose",       "master", "connect-timeout",    "command-timeout", "key-prefix",
+      "quarantine",   "password-file", "tls-ca", "tls-cert",           "tls-key",         "tls-server-name",
+      "tls-insecure", "shared",        "permits"};
   for (Verb verb : {Verb::run, Verb::acquire, Verb::extend, Verb::release, Verb::status}) {
     std::string help = help_text(verb);
     std::string verb_name = help.substr(std::string("usage: redlock ").size());

@@ -54,7 +54,7 @@ _redlock() {
       return
       ;;
     --ttl | -w | --wait | -E | --conflict-exit-code | --kill-after | --connect-timeout | \
-      --command-timeout | --key-prefix | --quarantine | --tls-server-name | --owner)
+      --command-timeout | --key-prefix | --quarantine | --tls-server-name | --owner | --permits)
       return # a value of the user's own
       ;;
   esac
@@ -71,10 +71,10 @@ _redlock() {
     help)
       ((COMP_CWORD == verb_at + 1)) && words='run acquire extend release status'
       ;;
-    run) words="$common --ttl --nonblock -n --wait -w --conflict-exit-code -E --verbose -v --kill-after --fencing --owner --" ;;
-    acquire) words="$common --ttl --nonblock -n --wait -w --conflict-exit-code -E --verbose -v --fencing --owner" ;;
-    extend) words="$common --ttl" ;;
-    release) words="$common" ;;
+    run) words="$common --ttl --nonblock -n --wait -w --conflict-exit-code -E --verbose -v --kill-after --fencing --owner --shared --permits --" ;;
+    acquire) words="$common --ttl --nonblock -n --wait -w --conflict-exit-code -E --verbose -v --fencing --owner --shared" ;;
+    extend) words="$common --ttl --shared" ;;
+    release) words="$common --shared" ;;
     status) words="$common --json" ;;
   esac
   # Flags only where one is being typed: RESOURCE and VALUE are the user's.
