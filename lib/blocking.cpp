@@ -326,6 +326,21 @@ Result<Lock> Redlock::try_lock_shared(std::string resource, milliseconds ttl) {
   });
 }
 
+Result<Lock> Redlock::lock_all(std::vector<std::string> resources, milliseconds ttl, milliseconds wait) {
+  return impl_->wait([&](Client& c, Client::LockCallback done) {
+    c.lock_all(std::move(resources), ttl, wait, std::move(done));
+  });
+}
+
+Result<Lock> Redlock::lock_all(std::vector<std::string> resources, milliseconds ttl, milliseconds wait,
+                               const Cancellation& cancel) {
+  return impl_->wait_cancellable(
+      [&](Client& c, Client::LockCallback done) {
+        return c.lock_all(std::move(resources), ttl, wait, std::move(done));
+      },
+      cancel);
+}
+
 Result<Lock> Redlock::extend(const Lock& lock, milliseconds ttl) {
   Result<Lock> extended =
       impl_->wait([&](Client& c, Client::LockCallback done) { c.extend(lock, ttl, std::move(done)); });

@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "all_call.hpp"
 #include "client_access.hpp"
 #include "deferred.hpp"
 #include "keeper.hpp"
@@ -33,10 +34,12 @@ constexpr milliseconds max_ttl{std::numeric_limits<std::int32_t>::max()};
 constexpr milliseconds max_wait{std::int64_t{1} << 53};
 // A semaphore is that many locks: beyond this it is a caller's bug.
 constexpr int max_permits = 10000;
+// lock_all: every resource is a key in each script call.
+constexpr std::size_t max_resources = 1000;
 
 }  // namespace
 
-class Client::Impl final : public Context, public PermitHost {
+class Client::Impl final : public Context, public PermitHost, public AllHost {
  public:
   Impl(uv_loop_t* loop, Options options) : Context(loop, std::move(options)) {
     for (std::size_t i = 0; i < this->options.masters.size(); ++i) {
@@ -86,7 +89,8 @@ class Client::Impl final : public Context, public PermitHost {
   /// Returns the call's id (Client::CallId).
   std::uint64_t run(Operation::Kind kind, Lock lock, milliseconds ttl, int attempts, Operation::Callback cb,
                     std::optional<milliseconds> wait = std::nullopt,
-                    std::optional<milliseconds> budget = std::nullopt, bool counted = true) {
+                    std::optional<milliseconds> budget = std::nullopt, bool counted = true,
+                    bool marks_writer = false) {
     const std::uint64_t id = ++last_id_;
     if (!cb) cb = [](std::error_code, const Lock&) {};
     errc refused{};
@@ -105,6 +109,7 @@ class Client::Impl final : public Context, public PermitHost {
     }
     auto op = std::make_shared<Operation>(*this, kind, std::move(lock), ttl, attempts, std::move(cb));
     op->counted = counted;
+    op->marks_writer = marks_writer;
     Operation& started = *op;
     std::uint64_t now = uv_now(loop);
     if (wait) started.wait_until(now + static_cast<std::uint64_t>(std::min(*wait, max_wait).count()), true);
@@ -126,6 +131,53 @@ class Client::Impl final : public Context, public PermitHost {
     }
     auto call = permit_calls_.find(id);
     if (call != permit_calls_.end()) call->second.call->cancel();
+    auto all = all_calls_.find(id);
+    if (all != all_calls_.end()) {
+      auto keep_alive = all->second.call;
+      keep_alive->cancel();
+    }
+  }
+
+  std::uint64_t lock_all(std::vector<std::string> resources, milliseconds ttl, milliseconds wait,
+                         Operation::Callback cb) {
+    const std::uint64_t id = ++last_id_;
+    if (!cb) cb = [](std::error_code, const Lock&) {};
+    std::string wrong = invalid_resources(resources);
+    Lock lock{resources.empty() ? std::string() : resources.front(), new_value()};
+    if (wrong.empty()) wrong = invalid_argument(Operation::Kind::acquire, lock, ttl);
+    if (wrong.empty() && wait.count() < 0) wrong = "wait " + std::to_string(wait.count()) + " ms is negative";
+    if (closed_ || !wrong.empty()) {
+      refuse(Operation::Kind::acquire, closed_ ? errc::closed : errc::invalid_argument, std::move(wrong),
+             std::move(cb));
+      return id;
+    }
+    std::vector<std::string> keys;
+    keys.reserve(resources.size());
+    for (const std::string& resource : resources) keys.push_back(keys::lock(options.key_prefix, resource));
+    lock.resources = std::move(resources);
+    auto call = std::make_shared<AllCall>(*this, id, std::move(lock), std::move(keys), ttl,
+                                          std::min(wait, max_wait), std::move(cb));
+    all_calls_[id] = {call, std::chrono::steady_clock::now()};
+    call->start();
+    return id;
+  }
+
+  // AllHost
+  std::uint64_t attempt_all(Lock lock, milliseconds ttl, AllHost::Answer answer) override {
+    return run(Operation::Kind::acquire, std::move(lock), ttl, 1, std::move(answer), std::nullopt,
+               std::nullopt, false, true);
+  }
+  void cancel_attempt(std::uint64_t id) override { cancel(id); }
+  Waiters& lines() override { return waiters; }
+  uv_loop_t* event_loop() const override { return loop; }
+  void post_answer(std::function<void()> fn) override { post(std::move(fn)); }
+  void all_call_done(std::uint64_t id, std::error_code error) override {
+    auto call = all_calls_.find(id);
+    if (call == all_calls_.end()) return;
+    Operation::count(*this, Operation::Kind::acquire, error,
+                     std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() -
+                                                                           call->second.called));
+    all_calls_.erase(call);
   }
 
   std::uint64_t lock_permit(Lock lock, int permits, milliseconds ttl, milliseconds wait,
@@ -149,7 +201,8 @@ class Client::Impl final : public Context, public PermitHost {
   }
 
   // PermitHost
-  std::uint64_t acquire_permit(Lock lock, milliseconds ttl, milliseconds wait, Answer answer) override {
+  std::uint64_t acquire_permit(Lock lock, milliseconds ttl, milliseconds wait,
+                               PermitHost::Answer answer) override {
     if (wait.count() == 0)
       return run(Operation::Kind::acquire, std::move(lock), ttl, 1, std::move(answer), std::nullopt,
                  std::nullopt, false);
@@ -185,6 +238,9 @@ class Client::Impl final : public Context, public PermitHost {
       auto operations = std::move(operations_);
       operations_.clear();
       for (auto& op : operations) op->cancel();
+      auto all_calls = std::move(all_calls_);
+      all_calls_.clear();
+      for (auto& [id, pending] : all_calls) pending.call->close();
       keeper.close();
       waiters.close();
       // The masters' counters outlive their connections: counters only grow.
@@ -266,8 +322,28 @@ class Client::Impl final : public Context, public PermitHost {
   }
 
   // What is wrong with a call's arguments, or empty when nothing is.
+  // What is wrong with lock_all's resources, or empty.
+  std::string invalid_resources(const std::vector<std::string>& resources) const {
+    if (resources.empty() || resources.size() > max_resources)
+      return std::to_string(resources.size()) + " resources, not 1.." + std::to_string(max_resources);
+    std::vector<std::string> sorted = resources;
+    std::sort(sorted.begin(), sorted.end());
+    if (std::adjacent_find(sorted.begin(), sorted.end()) != sorted.end())
+      return "resource '" + *std::adjacent_find(sorted.begin(), sorted.end()) + "' is named twice";
+    for (const std::string& resource : resources) {
+      if (resource.empty()) return "a resource is empty";
+      if (options.key_prefix.size() + resource.size() > max_key_bytes)
+        return "key_prefix + a resource is more than " + std::to_string(max_key_bytes) + " bytes";
+    }
+    return {};
+  }
+
   std::string invalid_argument(Operation::Kind kind, const Lock& lock, milliseconds ttl) const {
     if (lock.resource.empty()) return "the resource is empty";
+    if (!lock.resources.empty() &&
+        (lock.shared || lock.permit >= 0 || lock.resources.front() != lock.resource ||
+         !invalid_resources(lock.resources).empty()))
+      return "the Lock's resources are not those of a lock_all call";
     if (options.key_prefix.size() + lock.resource.size() > max_key_bytes)
       return "key_prefix + resource is " + std::to_string(options.key_prefix.size() + lock.resource.size()) +
              " bytes, more than " + std::to_string(max_key_bytes);
@@ -341,6 +417,11 @@ class Client::Impl final : public Context, public PermitHost {
     std::chrono::steady_clock::time_point called;
   };
   std::map<std::uint64_t, PendingPermit> permit_calls_;  // lock_permit calls not answered yet
+  struct PendingAll {
+    std::shared_ptr<AllCall> call;
+    std::chrono::steady_clock::time_point called;
+  };
+  std::map<std::uint64_t, PendingAll> all_calls_;  // lock_all calls not answered yet
 };
 
 Client::Client(uv_loop_t* loop, Options options) {
@@ -374,6 +455,11 @@ Client::CallId Client::lock_permit(std::string resource, int permits, millisecon
                                    LockCallback cb) {
   Lock lock{std::move(resource), impl_->new_value()};
   return impl_->lock_permit(std::move(lock), permits, ttl, wait, std::move(cb));
+}
+
+Client::CallId Client::lock_all(std::vector<std::string> resources, milliseconds ttl, milliseconds wait,
+                                LockCallback cb) {
+  return impl_->lock_all(std::move(resources), ttl, wait, std::move(cb));
 }
 
 void Client::try_lock(std::string resource, milliseconds ttl, LockCallback cb) {

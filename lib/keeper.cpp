@@ -135,15 +135,22 @@ void Keeper::tick() {
   arm();
 }
 
+// Which renewal script a hold takes: holds of one kind share a batch, and
+// a lock_all's is a batch of its own.
+int Keeper::renewal_kind(const Hold& hold) {
+  if (!hold.lock.resources.empty()) return 2;
+  return hold.lock.shared ? 1 : 0;
+}
+
 void Keeper::send(std::vector<Hold*>& batch) {
-  // Shared holds renew with their own script: they go in batches of their own, after the others.
-  std::stable_partition(batch.begin(), batch.end(), [](const Hold* h) { return !h->lock.shared; });
+  std::stable_sort(batch.begin(), batch.end(),
+                   [](const Hold* a, const Hold* b) { return renewal_kind(*a) < renewal_kind(*b); });
   for (std::size_t from = 0; from < batch.size();) {
-    std::size_t to = std::min(batch.size(), from + Renewal::max_locks);
-    const bool shared = batch[from]->lock.shared;
+    const int kind = renewal_kind(*batch[from]);
+    std::size_t to = std::min(batch.size(), from + (kind == 2 ? 1 : Renewal::max_locks));
     to = static_cast<std::size_t>(std::find_if(batch.begin() + static_cast<std::ptrdiff_t>(from),
                                                batch.begin() + static_cast<std::ptrdiff_t>(to),
-                                               [shared](const Hold* h) { return h->lock.shared != shared; }) -
+                                               [kind](const Hold* h) { return renewal_kind(*h) != kind; }) -
                                   batch.begin());
     send_batch(batch, from, to);
     from = to;
@@ -155,7 +162,7 @@ void Keeper::send_batch(std::vector<Hold*>& batch, std::size_t from, std::size_t
   items.reserve(to - from);
   for (std::size_t i = from; i < to; ++i) {
     const Lock& l = batch[i]->lock;
-    items.push_back({l.resource, l.permit, l.shared, l.value, l.ttl});
+    items.push_back({l.resource, l.permit, l.shared, l.value, l.ttl, l.resources});
   }
   auto renewal =
       hooks_.renew(std::move(items), [this](const std::string& value, std::error_code error,

@@ -97,6 +97,7 @@ class Keeper {
   void arm();
   void send(std::vector<Hold*>& batch);
   void send_batch(std::vector<Hold*>& batch, std::size_t from, std::size_t to);
+  static int renewal_kind(const Hold& hold);
   void renewed(const std::string& value, std::error_code error, TimePoint valid_until);
   void arm_expiry(Hold& hold);
   void end(Hold& hold, errc why, bool release);

@@ -119,6 +119,18 @@ std::shared_ptr<const Command> Command::script(const Script& script, const std::
   return make(&script, argv);
 }
 
+std::shared_ptr<const Command> Command::script_over(const Script& script, std::size_t keys,
+                                                    const std::vector<std::string>& argv) {
+  std::string count = std::to_string(keys);
+  std::vector<std::string_view> all{"EVALSHA", script.sha1, count};
+  all.insert(all.end(), argv.begin(), argv.end());
+  auto c = std::make_shared<Command>();
+  c->encoded_ = encode_command(all.data(), all.size());
+  c->script_ = &script;
+  c->expect_ = Expect::script;
+  return c;
+}
+
 std::shared_ptr<const Command> Command::flags(const Script& script, std::size_t keys,
                                               const std::vector<std::string_view>& argv, std::size_t locks) {
   std::string count = std::to_string(keys);

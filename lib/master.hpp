@@ -44,6 +44,10 @@ class Command {
   /// The same for arguments only known at run time (tests, tools).
   static std::shared_ptr<const Command> plain(const std::vector<std::string>& argv);
   static std::shared_ptr<const Command> script(const Script& script, const std::vector<std::string>& argv);
+  /// Runs `script` (one of the multi-lock scripts, whose key count varies)
+  /// with EVALSHA on `keys` keys: `argv` is KEYS and then ARGV, any length.
+  static std::shared_ptr<const Command> script_over(const Script& script, std::size_t keys,
+                                                    const std::vector<std::string>& argv);
   /// Runs `script` with EVALSHA on `keys` keys: `argv` is KEYS and then ARGV,
   /// any length. Answered by a string of one '0' or '1' per lock, `locks` of
   /// them (scripts::renew, renew_shared).

@@ -37,10 +37,13 @@ Operation::Operation(Context& context, Kind kind, Lock lock, milliseconds ttl, i
   if (context.options.fencing && (kind == Kind::acquire || kind == Kind::continue_lock))
     counter_key_ = keys::fencing(key_);
   if (lock_.shared) holders_key_ = keys::shared_holders(key_);
+  for (const std::string& resource : lock_.resources)
+    keys_.push_back(keys::lock(context.options.key_prefix, resource));
 }
 
 std::shared_ptr<const Command> Operation::make_command() const {
   if (lock_.shared) return make_shared_command();
+  if (multi()) return make_multi_command();
   std::string ttl = std::to_string(ttl_.count());
   switch (kind_) {
     case Kind::acquire:
@@ -84,6 +87,45 @@ std::shared_ptr<const Command> Operation::make_shared_command() const {
   return nullptr;
 }
 
+std::vector<std::string> Operation::helpers(std::string (*name)(std::string_view)) const {
+  std::vector<std::string> out;
+  out.reserve(keys_.size());
+  for (const std::string& key : keys_) out.push_back(name(key));
+  return out;
+}
+
+// make_command for a lock_all (scripts::acquire_all and the others): the
+// lock keys, then their helpers in blocks, then ARGV.
+std::shared_ptr<const Command> Operation::make_multi_command() const {
+  std::string ttl = std::to_string(ttl_.count());
+  std::string fenced = counter_key_.empty() ? "0" : "1";
+  std::vector<std::string> argv = keys_;
+  auto append = [&argv](std::vector<std::string> more) {
+    argv.insert(argv.end(), std::make_move_iterator(more.begin()), std::make_move_iterator(more.end()));
+  };
+  const std::size_t n = keys_.size();
+  switch (kind_) {
+    case Kind::acquire: {
+      append(helpers(keys::reservation));
+      append(helpers(keys::writer_waiting));
+      append(helpers(keys::fencing));
+      auto next_ask = context_.options.retry_delay + context_.options.retry_jitter + std::chrono::seconds(1);
+      append({lock_.value, ttl, marks_writer ? std::to_string(next_ask.count()) : "0", fenced});
+      return Command::script_over(scripts::acquire_all, 4 * n, argv);
+    }
+    case Kind::extend:
+      append({lock_.value, ttl});
+      return Command::script_over(scripts::extend_all, n, argv);
+    case Kind::continue_lock:
+      append(helpers(keys::fencing));
+      append({lock_.value, ttl, "0", fenced});
+      return Command::script_over(scripts::continue_all, 2 * n, argv);
+    case Kind::unlock:
+      return unlock_command(lock_.value, lock_.value, false, false);
+  }
+  return nullptr;
+}
+
 // How long a waiting writer's mark, or its wake channel in the gate's queue,
 // outlives this attempt. A living waiter asks again within retry_delay +
 // jitter (its fallback timer), which renews them; one that died leaves them
@@ -102,6 +144,18 @@ std::string Operation::mark_ms() const {
 std::shared_ptr<const Command> Operation::unlock_command(std::string_view value, std::string_view message,
                                                          bool subscribed, bool at_gate) const {
   std::string_view others_only = subscribed ? "1" : "0";
+  if (multi()) {
+    // Every master wakes the heads of the queues it keeps (each key's gate).
+    std::vector<std::string> argv = keys_;
+    for (auto* helper : {keys::queue, keys::reservation}) {
+      for (const std::string& key : keys_) argv.push_back(helper(key));
+    }
+    argv.emplace_back(value);
+    argv.emplace_back(message);
+    argv.push_back(std::to_string(context_.options.command_timeout.count()));
+    for (const std::string& key : keys_) argv.push_back(keys::release_channel(key));
+    return Command::script_over(scripts::unlock_all, 3 * keys_.size(), argv);
+  }
   if (lock_.shared)
     return Command::script(scripts::unlock_shared,
                            {key_, keys::queue(key_), keys::reservation(key_), holders_key_, value,
@@ -314,7 +368,7 @@ void Operation::on_gate(const Outcome& outcome) {
 void Operation::start_round(TimePoint t0, bool gate_veto) {
   auto decided = [this](const Outcome& o) { on_decided(o); };
   if (kind_ == Kind::unlock) {
-    if (Master* g = context_.waiters.gate(key_)) {
+    if (Master* g = multi() ? nullptr : context_.waiters.gate(key_)) {
       round_ = Round::start_gated(
           context_.masters, command_, *g,
           unlock_command(lock_.value, lock_.value, context_.waiters.subscribed(key_), true), t0,
@@ -325,7 +379,7 @@ void Operation::start_round(TimePoint t0, bool gate_veto) {
                           release_patience());
   } else if (kind_ == Kind::continue_lock) {
     round_ = Round::start(context_.masters, command_, t0, std::move(decided), Decide::renewal);
-  } else if (Master* g = gated_round() ? context_.waiters.gate(key_) : nullptr) {
+  } else if (Master* g = gated_round() && !multi() ? context_.waiters.gate(key_) : nullptr) {
     gate_ = g;
     // The head of the queue claiming its reservation needs no veto: the gate
     // refuses everyone else meanwhile.
@@ -406,7 +460,7 @@ void Operation::on_decided(const Outcome& outcome) {
       }
       auto round_trip =
           std::chrono::duration_cast<std::chrono::microseconds>(context_.clock.now() - outcome.t0);
-      context_.waiters.released_by_us(key_, lock_.value, outcome.tally.most - 1, round_trip);
+      if (!multi()) context_.waiters.released_by_us(key_, lock_.value, outcome.tally.most - 1, round_trip);
       finish({});
       return;
     }
@@ -429,10 +483,18 @@ void Operation::fence(long long counter, TimePoint valid_until) {
   // it (the clock assumption in docs/fencing.md), and the clock floors the counter.
   constexpr milliseconds forget_after = std::chrono::hours(24);
   std::string forget = std::to_string(std::max(ttl_, forget_after).count());
-  auto command = lock_.shared
-                     ? Command::script(scripts::fence_shared,
-                                       {key_, counter_key_, holders_key_, lock_.value, token, forget})
-                     : Command::script(scripts::fence, {key_, counter_key_, lock_.value, token, forget});
+  std::shared_ptr<const Command> command;
+  if (multi()) {
+    std::vector<std::string> argv = keys_;
+    for (std::string& counter : helpers(keys::fencing)) argv.push_back(std::move(counter));
+    argv.insert(argv.end(), {lock_.value, token, forget});
+    command = Command::script_over(scripts::fence_all, 2 * keys_.size(), argv);
+  } else if (lock_.shared) {
+    command = Command::script(scripts::fence_shared,
+                              {key_, counter_key_, holders_key_, lock_.value, token, forget});
+  } else {
+    command = Command::script(scripts::fence, {key_, counter_key_, lock_.value, token, forget});
+  }
   round_ = Round::start(context_.masters, command, context_.clock.now(),
                         [this, valid_until](const Outcome& o) { on_fenced(o, valid_until); });
 }
@@ -531,7 +593,7 @@ void Operation::release_everywhere(std::string_view value, bool partial) {
   // After an attempt that passed the gate and met a holder's majority, the
   // queue's head must not be woken: it would meet the same holder, and its
   // own clean-up would wake the next, round and round.
-  const Master* gate = partial && held_by_majority_ ? nullptr : context_.waiters.gate(key_);
+  const Master* gate = (partial && held_by_majority_) || multi() ? nullptr : context_.waiters.gate(key_);
   for (const auto& m : context_.masters) {
     m->send(m.get() == gate ? unlock_command(value, message, false, true) : command, {}, release_patience());
     m->flush();

@@ -109,6 +109,9 @@ class Operation final : public Waiters::Waiter {
   std::uint64_t id = 0;
   /// Counted in Context::calls: a user's call, not the library's own release.
   bool counted = true;
+  /// A lock_all attempt of a call that waits between attempts: where shared
+  /// holders refuse it, it marks a writer waiting.
+  bool marks_writer = false;
   /// The client is closing: release what a round in flight may take, answer
   /// errc::closed, do nothing more.
   void cancel();
@@ -122,6 +125,10 @@ class Operation final : public Waiters::Waiter {
  private:
   std::shared_ptr<const Command> make_command() const;
   std::shared_ptr<const Command> make_shared_command() const;
+  std::shared_ptr<const Command> make_multi_command() const;
+  /// The lock keys' helper `name` (keys::fencing and the like), one per resource.
+  std::vector<std::string> helpers(std::string (*name)(std::string_view)) const;
+  bool multi() const { return !keys_.empty(); }
   std::string mark_ms() const;
   std::shared_ptr<const Command> make_gate_command(const Master& gate);
   std::shared_ptr<const Command> unlock_command(std::string_view value, std::string_view message,
@@ -157,9 +164,10 @@ class Operation final : public Waiters::Waiter {
   int attempts_left_;
   Callback cb_;
   std::string key_;
-  std::string counter_key_;  // fencing: the resource's counter; empty without fencing
-  std::string holders_key_;  // a shared lock: the key's shared holders; empty otherwise
-  std::uint64_t token_ = 0;  // fencing: the token the second round writes
+  std::string counter_key_;        // fencing: the resource's counter; empty without fencing
+  std::string holders_key_;        // a shared lock: the key's shared holders; empty otherwise
+  std::vector<std::string> keys_;  // lock_all: every resource's lock key; empty otherwise
+  std::uint64_t token_ = 0;        // fencing: the token the second round writes
   std::shared_ptr<const Command> command_;
   std::shared_ptr<Round> round_;
   Timer retry_timer_;

@@ -26,6 +26,20 @@ std::shared_ptr<Renewal> Renewal::start(Context& context, std::vector<Item> item
   TimePoint t0 = context.clock.now();
   auto renewal = std::make_shared<Renewal>(Token{}, context, std::move(items), t0, std::move(decided));
   const auto& all = renewal->items_;
+  if (!all.empty() && !all.front().resources.empty()) {
+    // A lock_all: one vote for all of its keys.
+    const Item& item = all.front();
+    std::vector<std::string> argv;
+    for (const std::string& resource : item.resources)
+      argv.push_back(keys::lock(context.options.key_prefix, resource));
+    const std::size_t n = argv.size();
+    argv.push_back(item.value);
+    argv.push_back(std::to_string(item.ttl.count()));
+    std::vector<std::string_view> views(argv.begin(), argv.end());
+    auto command = Command::flags(scripts::renew_all, n, views, 1);
+    for (const auto& m : context.masters) m->send(command, renewal);
+    return renewal;
+  }
   const bool shared = !all.empty() && all.front().shared;
   std::vector<std::string> keys;
   std::vector<std::string> ttls;

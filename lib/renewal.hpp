@@ -33,6 +33,7 @@ class Renewal final : public ReplyHandler, public std::enable_shared_from_this<R
     bool shared = false;  // Lock::shared: a batch holds one kind only
     std::string value;
     std::chrono::milliseconds ttl;
+    std::vector<std::string> resources;  // Lock::resources: a lock_all, alone in its batch
   };
   /// Called once per item: no error and the new valid_until, or not_held /
   /// unavailable (the lock is lost; nothing is released here).

@@ -411,14 +411,177 @@ const Script renew_shared{
     0,
 };
 
+// Several resources at once (Client::lock_all): each script takes a lock's
+// keys for every resource, KEYS[1..n], then their helpers in blocks of n, and
+// acts on all of them or none. A multi-lock holds the same value at each key.
+
+// `counter` = max(every counter of KEYS[first + 1..first + n], the master's
+// clock in microseconds), as REDLOCK_READ_COUNTER for one; 0 unless ARGV[4] is "1".
+#define REDLOCK_READ_COUNTERS(first)                                                        \
+  "local counter = 0\n"                                                                     \
+  "if ARGV[4] == '1' then\n"                                                                \
+  "  local clock = redis.call('time')\n"                                                    \
+  "  counter = clock[1] * 1000000 + clock[2]\n"                                             \
+  "  for i = 1, n do\n"                                                                     \
+  "    local c = tonumber(redis.call('get', KEYS[" first                                    \
+  " + i]) or '0')\n"                                                                        \
+  "    if not c then return redis.error_reply('ERR fencing counter is not a number') end\n" \
+  "    if c > counter then counter = c end\n"                                               \
+  "  end\n"                                                                                 \
+  "end\n"
+
+const Script acquire_all{
+    "acquire_all",
+    "local n = #KEYS / 4\n" REDLOCK_READ_COUNTERS("3 * n")
+    "local longest = -1\n"
+    "for i = 1, n do\n"
+    "  local current = redis.call('get', KEYS[i])\n"
+    "  local left = -1\n"
+    "  if current and current ~= ARGV[1] then\n"
+    "    left = redis.call('pttl', KEYS[i])\n"
+    "    if left < 0 then return {0, 0} end\n"
+    "    if ARGV[3] ~= '0' and current == '" REDLOCK_SHARED_MARK "' then\n"
+    "      redis.call('set', KEYS[2 * n + i], '1', 'PX', ARGV[3])\n"
+    "    end\n"
+    "  elseif redis.call('exists', KEYS[n + i]) == 1 then\n"
+    "    left = redis.call('pttl', KEYS[n + i])\n"
+    "    if left < 0 then left = 0 end\n"
+    "  end\n"
+    "  if left > longest then longest = left end\n"
+    "end\n"
+    "if longest >= 0 then return {-longest - 1, 0} end\n"
+    "for i = 1, n do\n"
+    "  redis.call('set', KEYS[i], ARGV[1], 'PX', ARGV[2])\n"
+    "  if ARGV[3] ~= '0' then redis.call('del', KEYS[2 * n + i]) end\n"
+    "end\n"
+    "return {1, counter}\n",
+    "0441756b05c2c574788482a83cb7838e64f7b36c",
+    -std::numeric_limits<int>::max(),
+    1,
+    0,
+    true,
+};
+
+const Script unlock_all{
+    "unlock_all",
+    "local n = #KEYS / 3\n"
+    "local function wake_head(key, queue, reserved)\n"
+    "  for _ = 1, 1000 do\n"
+    "    local head = redis.call('zrange', queue, 0, 0)[1]\n"
+    "    if not head then return end\n"
+    "    local heard = redis.pcall('publish', head, key)\n"
+    "    if type(heard) ~= 'number' then return end\n"
+    "    redis.call('zrem', queue, head)\n"
+    "    if heard > 0 then\n"
+    "      redis.call('set', reserved, head, 'PX', ARGV[3])\n"
+    "      return\n"
+    "    end\n"
+    "  end\n"
+    "end\n"
+    "local mine = 0\n"
+    "local told = 0\n"
+    "for i = 1, n do\n"
+    "  if redis.call('get', KEYS[i]) == ARGV[1] then\n"
+    "    redis.call('del', KEYS[i])\n"
+    "    mine = mine + 1\n"
+    "    local heard = redis.pcall('publish', ARGV[3 + i], ARGV[2])\n"
+    "    if type(heard) == 'number' then told = told + heard end\n"
+    "    if redis.call('exists', KEYS[2 * n + i]) == 0 then wake_head(KEYS[i], KEYS[n + i], KEYS[2 * n + i]) "
+    "end\n"
+    "  end\n"
+    "end\n"
+    "if mine < n then return 0 end\n"
+    "return 1 + told\n",
+    "9be5a24fc2177f09c82279cdfa3ed4493d8bbc29",
+    0,
+    std::numeric_limits<int>::max(),
+    0,
+};
+
+const Script extend_all{
+    "extend_all",
+    "for i = 1, #KEYS do\n"
+    "  if redis.call('get', KEYS[i]) ~= ARGV[1] then return 0 end\n"
+    "end\n"
+    "for i = 1, #KEYS do redis.call('pexpire', KEYS[i], ARGV[2]) end\n"
+    "return 1\n",
+    "83f7d4d9284fa7d11ca2449acbcf7a942e5b0f3d",
+    0,
+    1,
+    0,
+};
+
+const Script continue_all{
+    "continue_all",
+    "local n = #KEYS / 2\n" REDLOCK_READ_COUNTERS("n")
+    "for i = 1, n do\n"
+    "  local current = redis.call('get', KEYS[i])\n"
+    "  if current and current ~= ARGV[1] then return {0, 0} end\n"
+    "end\n"
+    "local result = 1\n"
+    "for i = 1, n do\n"
+    "  if redis.call('get', KEYS[i]) == ARGV[1] then\n"
+    "    redis.call('pexpire', KEYS[i], ARGV[2])\n"
+    "  else\n"
+    "    redis.call('set', KEYS[i], ARGV[1], 'PX', ARGV[2])\n"
+    "    result = 2\n"
+    "  end\n"
+    "end\n"
+    "return {result, counter}\n",
+    "433c4f79b341dd86dd904bc56bfcd3c1e7cdb8c7",
+    0,
+    2,
+    0,
+    true,
+};
+
+const Script fence_all{
+    "fence_all",
+    "local n = #KEYS / 2\n"
+    "for i = 1, n do\n"
+    "  if redis.call('get', KEYS[i]) ~= ARGV[1] then return 0 end\n"
+    "  if not tonumber(redis.call('get', KEYS[n + i]) or '0') then\n"
+    "    return redis.error_reply('ERR fencing counter is not a number')\n"
+    "  end\n"
+    "end\n"
+    "for i = 1, n do\n"
+    "  if tonumber(redis.call('get', KEYS[n + i]) or '0') < tonumber(ARGV[2]) then\n"
+    "    redis.call('set', KEYS[n + i], ARGV[2], 'PX', ARGV[3])\n"
+    "  elseif redis.call('pttl', KEYS[n + i]) < tonumber(ARGV[3]) then\n"
+    "    redis.call('pexpire', KEYS[n + i], ARGV[3])\n"
+    "  end\n"
+    "end\n"
+    "return 1\n",
+    "555231a8eb0e06a6cd7dff96b0d7a44128f916b9",
+    0,
+    1,
+    0,
+};
+
+const Script renew_all{
+    "renew_all",
+    "for i = 1, #KEYS do\n"
+    "  if redis.call('get', KEYS[i]) ~= ARGV[1] then return '0' end\n"
+    "end\n"
+    "for i = 1, #KEYS do redis.call('pexpire', KEYS[i], ARGV[2]) end\n"
+    "return '1'\n",
+    "c3acb22c7de1a5802843a7d54eee5ac28113f496",
+    0,
+    0,
+    0,
+};
+
+#undef REDLOCK_READ_COUNTERS
+
 #undef REDLOCK_RAISE_COUNTER
 #undef REDLOCK_SHARED_PRELUDE
 #undef REDLOCK_MARK_WRITER_WAITING
 #undef REDLOCK_SHARED_MARK
 
-const std::array<const Script*, 17> all{
-    &unlock,        &unlock_and_wake, &acquire,         &acquire_or_queue, &wake_next,   &extend,
-    &continue_lock, &renew,           &acquire_fenced,  &continue_fenced,  &fence,       &acquire_shared,
-    &unlock_shared, &extend_shared,   &continue_shared, &fence_shared,     &renew_shared};
+const std::array<const Script*, 23> all{
+    &unlock,        &unlock_and_wake, &acquire,         &acquire_or_queue, &wake_next,    &extend,
+    &continue_lock, &renew,           &acquire_fenced,  &continue_fenced,  &fence,        &acquire_shared,
+    &unlock_shared, &extend_shared,   &continue_shared, &fence_shared,     &renew_shared, &acquire_all,
+    &unlock_all,    &extend_all,      &continue_all,    &fence_all,        &renew_all};
 
 }  // namespace redlock::scripts

@@ -153,8 +153,46 @@ extern const Script fence_shared;
 /// ARGV[n+1..2n] ttls: renew for shared holds (n characters, as renew's).
 extern const Script renew_shared;
 
+// Several resources at once (Client::lock_all). Their `keys` is 0: the key
+// count varies (Command::script_over). KEYS[1..n] are the resources' lock
+// keys, then helpers in blocks of n; each script acts on all of the lock keys
+// or on none.
+
+/// KEYS: n lock keys, their reservations, writer-waiting marks, counters;
+/// ARGV[1] value, ARGV[2] ttl in ms, ARGV[3] mark ms or "0" (a caller that
+/// does not wait), ARGV[4] "1" to read the counters: sets every key to our
+/// value if each is free (or ours) and not reserved for the head of its
+/// queue: {1, counter}; else {-(the longest remaining ms among the held and
+/// reserved keys + 1), 0}, or {0, 0} for a key with no expiry. Where shared
+/// holders hold a key, it marks a writer waiting there.
+extern const Script acquire_all;
+
+/// KEYS: n lock keys, their queues, their reservations; ARGV[1] value,
+/// ARGV[2] message, ARGV[3] reservation ms, ARGV[4..n+3] the release
+/// channels: deletes each key that holds our value, publishes its release
+/// and wakes the head of its queue (as unlock_and_wake). 1 + the listeners
+/// told when all n were ours, else 0.
+extern const Script unlock_all;
+
+/// KEYS: n lock keys; ARGV[1] value, ARGV[2] ttl: renews all if all are ours (1), else 0.
+extern const Script extend_all;
+
+/// KEYS: n lock keys, their counters; ARGV[1] value, ARGV[2] ttl, ARGV[3]
+/// unused, ARGV[4] "1" to read the counters: continue_lock over all: {0, 0}
+/// if another holds any; else renews ours and sets the absent: {1 (all were
+/// ours) or 2, counter}.
+extern const Script continue_all;
+
+/// KEYS: n lock keys, their counters; ARGV as fence's: raises every counter
+/// to the token where all n keys hold our value (1), else 0.
+extern const Script fence_all;
+
+/// KEYS: n lock keys; ARGV[1] value, ARGV[2] ttl: extend_all answering
+/// '1' or '0' (a renewal batch of one lock).
+extern const Script renew_all;
+
 /// Every script, in the order they are loaded on connect.
-extern const std::array<const Script*, 17> all;
+extern const std::array<const Script*, 23> all;
 
 }  // namespace scripts
 }  // namespace redlock

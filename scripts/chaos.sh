@@ -51,8 +51,13 @@
 # control, control-shared-apart: readers lock another name, so the checker
 # must see writers beside them.
 #
+# all: half the acquisitions take two of 3 resources at once (lock_all, named
+# in a random order), the others one, under the mixed faults; checked per
+# resource. Its control, control-all-first-only, takes only the first of the
+# two: the checker must see it beside holders of the second.
+#
 # Named but not built yet (asking for them with --only fails, saying so):
-# all, election (the third layer).
+# election (the third layer).
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd -P)
@@ -260,12 +265,14 @@ runs=(
   "cancel|--mode mixed --quarantine-ms $quarantine --cancel"
   "shared|--mode mixed --quarantine-ms $quarantine --shared --resources 2"
   "control-shared-apart|--mode none --shared --shared-apart --resources 2 --register none --expect-overlap"
+  "all|--mode mixed --quarantine-ms $quarantine --all --resources 3"
+  "control-all-first-only|--mode none --all --all-first-only --resources 3 --register none --expect-overlap"
   "control-clock-unfenced|--mode clock-large --register unfenced --expect-stale"
   "control-pause-unfenced|--mode pause-client --register unfenced --expect-stale"
   "control-permit-counter|--mode none --permits 3 --resources 1 --threads 8 --counter-semaphore --register none --expect-over-admission"
 )
 # The third layer's runs, until its primitives exist.
-not_built=(all election)
+not_built=(election)
 # The clock shim preloads into masters this script starts itself.
 local_only=(clock clock-large control-clock-unfenced)
 

@@ -76,6 +76,11 @@ class REDLOCK_API Redlock {
                            const Cancellation& cancel);
   /// See Client::try_lock_shared.
   Result<Lock> try_lock_shared(std::string resource, milliseconds ttl);
+  /// See Client::lock_all: several resources at once, all or none.
+  Result<Lock> lock_all(std::vector<std::string> resources, milliseconds ttl, milliseconds wait);
+  /// The same, ended early by `cancel` (errc::canceled).
+  Result<Lock> lock_all(std::vector<std::string> resources, milliseconds ttl, milliseconds wait,
+                        const Cancellation& cancel);
   /// See Client::extend.
   Result<Lock> extend(const Lock& lock, milliseconds ttl);
   /// See Client::continue_lock.

@@ -98,6 +98,19 @@ class REDLOCK_API Client {
   CallId lock_shared(std::string resource, milliseconds ttl, milliseconds wait, LockCallback cb);
   /// One attempt at a shared lock, no retries.
   void try_lock_shared(std::string resource, milliseconds ttl, LockCallback cb);
+  /// Several resources at once (1 to 1,000, each named once), all or none,
+  /// waiting at most `wait` (0: one attempt). Each master sets all of their
+  /// keys or none in one script, so no caller ever holds some of them while
+  /// it waits for the others: callers naming the same resources in any order
+  /// never deadlock. The Lock's `resources` lists them in the order given,
+  /// and `resource` is the first; extend, continue_lock, keep, unlock and
+  /// fencing (one token, above every earlier token of each resource) cover
+  /// all of them. It waits as lock() does, woken by a release of any of
+  /// them, but does not queue at the resources' gates: under steady
+  /// contention single-resource waiters go first. errc::timeout when some
+  /// stayed held until the deadline (errc::not_acquired for wait 0, a
+  /// single attempt). Returns the call's id for cancel().
+  CallId lock_all(std::vector<std::string> resources, milliseconds ttl, milliseconds wait, LockCallback cb);
   /// Sets the remaining time to `ttl` on a quorum where the value is still
   /// ours. Never re-creates a vanished key. On failure the lock is lost.
   void extend(const Lock& lock, milliseconds ttl, LockCallback cb);

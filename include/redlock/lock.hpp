@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace redlock {
 
@@ -37,6 +38,9 @@ struct REDLOCK_API Lock {
   /// lock_shared / try_lock_shared: a shared hold, beside other shared
   /// holders and never beside an exclusive one.
   bool shared = false;
+  /// lock_all: every resource it holds, in the order given (`resource` is
+  /// the first). Empty for a lock of one resource.
+  std::vector<std::string> resources{};
 
   /// Time left, rounded down; zero once expired.
   std::chrono::milliseconds validity() const;

@@ -112,6 +112,11 @@ options:
                        holders overlap only one another
   --shared-apart       with --shared, the control: readers lock another name,
                        so writers overlap them (use with --expect-overlap)
+  --all                half the acquisitions take two resources at once
+                       (lock_all, named in a random order), the others one;
+                       checked per resource, as any lock
+  --all-first-only     with --all, the control: the two-resource calls lock
+                       only the first (use with --expect-overlap)
   --cancel             waits through a Cancellation each (lock() with a wait),
                        and a thread per worker cancels one every 0.25-1 ttl
   --list-faults        print every fault
@@ -153,6 +158,8 @@ struct Args {
   bool cancel = false;
   bool shared = false;
   bool shared_apart = false;
+  bool all = false;
+  bool all_first_only = false;
   std::string register_mode = "fenced";
   int register_port = 0;
   std::string writes;
@@ -234,6 +241,14 @@ Args parse_args(int argc, char** argv) {
       a.shared_apart = true;
       continue;
     }
+    if (opt == "--all") {
+      a.all = true;
+      continue;
+    }
+    if (opt == "--all-first-only") {
+      a.all_first_only = true;
+      continue;
+    }
     if (opt == "--list-faults") {
       a.list_faults = true;
       continue;
@@ -308,6 +323,9 @@ Args parse_args(int argc, char** argv) {
   }
   if (!a.worker && !a.mode) usage_error("--mode is required");
   if (a.shared_apart && !a.shared) usage_error("--shared-apart needs --shared");
+  if (a.all_first_only && !a.all) usage_error("--all-first-only needs --all");
+  if (a.all && (a.shared || a.permits > 0 || a.cancel || a.holds != "timed"))
+    usage_error("--all goes with none of --shared, --permits, --cancel, --holds kept");
   if (a.shared && (a.permits > 0 || a.cancel))
     usage_error("--shared goes with neither --permits nor --cancel");
   if (a.counter_semaphore && (a.permits == 0 || a.holds != "timed"))
@@ -345,6 +363,8 @@ int worker_main(const Args& a) {
   config.cancel = a.cancel;
   config.shared = a.shared;
   config.shared_apart = a.shared_apart;
+  config.all = a.all;
+  config.all_first_only = a.all_first_only;
   return run_worker(config);
 }
 
@@ -573,6 +593,8 @@ int parent_main(const Args& a) {
       if (a.cancel) args.emplace_back("--cancel");
       if (a.shared) args.emplace_back("--shared");
       if (a.shared_apart) args.emplace_back("--shared-apart");
+      if (a.all) args.emplace_back("--all");
+      if (a.all_first_only) args.emplace_back("--all-first-only");
       w.pid = spawn(self, args);
       workers.push_back(w);
     }

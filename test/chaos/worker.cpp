@@ -213,6 +213,15 @@ Result<Lock> acquire(Redlock& redlock, CounterSemaphore* counter, const WorkerCo
   return redlock.lock_permit(name, config.permits, config.ttl, wait);
 }
 
+// --all: lock_all of `names` (two resources, in a random order), or lock of
+// one. The control takes only the first of the two, as if it held both.
+Result<Lock> acquire_all_or_one(Redlock& redlock, const WorkerConfig& config,
+                                const std::vector<std::string>& names) {
+  const auto wait = 2 * config.retry_count * config.retry_delay;
+  if (names.size() == 1 || config.all_first_only) return redlock.lock(names.front(), config.ttl, wait);
+  return redlock.lock_all(names, config.ttl, wait);
+}
+
 // --shared: two calls in three read (lock_shared), one writes (lock with a
 // wait). The control's readers lock another name: they never meet a writer.
 Result<Lock> acquire_shared_or_not(Redlock& redlock, const WorkerConfig& config, const std::string& name,
@@ -241,6 +250,7 @@ void contend(Redlock& redlock, const WorkerConfig& config, int thread, RecordFil
   std::mt19937_64 rng(std::random_device{}());
   std::uniform_int_distribution<int> pick_resource(0, config.resources - 1);
   std::uniform_int_distribution<int> pick_reader(0, 2);
+  std::uniform_int_distribution<int> coin(0, 1);
   // Holders keep the lock for a good part of its validity: that is when a
   // broken lock lets a second holder in while the first is still inside.
   std::uniform_real_distribution<double> hold_fraction(0.3, 0.7);
@@ -255,16 +265,31 @@ void contend(Redlock& redlock, const WorkerConfig& config, int thread, RecordFil
     r.resource = pick_resource(rng);
     r.shared = config.shared && pick_reader(rng) != 0;
     const std::string name = "resource-" + std::to_string(r.resource);
+    // --all: half the calls take a second resource too, named first or second.
+    std::optional<int> second;
+    std::vector<std::string> names = {name};
+    if (config.all && config.resources > 1 && coin(rng) == 1) {
+      second = (r.resource + 1 + pick_resource(rng) % (config.resources - 1)) % config.resources;
+      names.push_back("resource-" + std::to_string(*second));
+      if (coin(rng) == 1) std::swap(names[0], names[1]);
+    }
     r.called = Clock::now();
-    Result<Lock> lock = config.shared
+    Result<Lock> lock = config.all ? acquire_all_or_one(redlock, config, names)
+                        : config.shared
                             ? acquire_shared_or_not(redlock, config, name, r.shared)
                             : acquire(redlock, counter ? &*counter : nullptr, config, name, thread, waits);
+    // What it held besides r.resource, recorded as a section of its own.
+    auto also = [&](Record copy) {
+      copy.resource = *second;
+      return copy;
+    };
     r.returned = Clock::now();
     r.error = code_of(lock.error());
     if (lock) {
       r.fencing_token = lock->fencing_token;
       r.permit = lock->permit;
       resource.write(r);
+      if (second) resource.write(also(r));
     }
     if (lock && config.keep_holds) {
       hold_kept(redlock, std::move(*lock), config, rng, r, resource);
@@ -277,11 +302,13 @@ void contend(Redlock& redlock, const WorkerConfig& config, int thread, RecordFil
       }
       // The leave write is work done under the lock: the section ends after it.
       resource.write(r);
+      if (second) resource.write(also(r));
       r.left = Clock::now();
       r.unlock_error = code_of(counter ? counter->unlock(*lock) : redlock.unlock(*lock));
       r.unlocked = Clock::now();
     }
     out.write(r);
+    if (second) out.write(also(r));
     if (lock.error() == errc::invalid_argument || lock.error() == errc::closed) return;  // would fail forever
     std::this_thread::sleep_for(std::chrono::microseconds{think_us(rng)});
   }

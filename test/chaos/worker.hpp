@@ -42,6 +42,12 @@ struct WorkerConfig {
   /// The control: readers take their shared lock under another name, so
   /// they never meet a writer and the checker must see them overlap.
   bool shared_apart = false;
+  /// Half the acquisitions take two resources at once (lock_all, in a random
+  /// order), the others one; each resource held is checked as its own.
+  bool all = false;
+  /// The control: the two-resource calls take only the first, so they
+  /// overlap holders of the second.
+  bool all_first_only = false;
   /// The control: the same semaphore built as a counter per master
   /// (counter_semaphore.hpp), which over-admits.
   bool counter_semaphore = false;

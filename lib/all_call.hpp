@@ -1,0 +1,105 @@
+#pragma once
+
+// One Client::lock_all call: several resources at once, all or none.
+//
+// Each attempt is one round of scripts::acquire_all, which sets every key on
+// a master or none there, so no caller ever holds some resources and waits
+// for others: callers naming them in opposite orders cannot deadlock.
+//
+// Between attempts the call waits in the line of each of its resources in
+// this Client (Waiters), and attempts only when first in all of them. Lines
+// are first come, first served and a call joins all of its lines at once, so
+// the calls ahead of it in one line are ahead in every line they share:
+// waiting is never circular. A refused attempt listens to the release
+// channels of the resources, and the call wakes on any of their releases,
+// or after retry_delay + jitter, or at its deadline.
+
+#include <uv.h>
+
+#include <redlock/lock.hpp>
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <system_error>
+#include <vector>
+
+#include "uv_handle.hpp"
+#include "waiters.hpp"
+
+namespace redlock {
+
+/// What an AllCall needs of its Client (Client::Impl provides it).
+class AllHost {
+ public:
+  using Answer = std::function<void(std::error_code, Lock)>;
+  virtual ~AllHost() = default;
+  /// One attempt at `lock` (resources, value), not counted in the stats. Its id.
+  virtual std::uint64_t attempt_all(Lock lock, std::chrono::milliseconds ttl, Answer answer) = 0;
+  /// Client::cancel of that attempt.
+  virtual void cancel_attempt(std::uint64_t id) = 0;
+  virtual Waiters& lines() = 0;
+  virtual uv_loop_t* event_loop() const = 0;
+  /// retry_delay + a random share of retry_jitter.
+  virtual std::chrono::milliseconds pause() = 0;
+  /// Runs `fn` on a later loop turn.
+  virtual void post_answer(std::function<void()> fn) = 0;
+  /// The call is answered (once): count it, forget it.
+  virtual void all_call_done(std::uint64_t id, std::error_code error) = 0;
+};
+
+class AllCall : public std::enable_shared_from_this<AllCall> {
+ public:
+  /// `keys`: the lock keys of lock.resources, in the same order.
+  AllCall(AllHost& host, std::uint64_t id, Lock lock, std::vector<std::string> keys,
+          std::chrono::milliseconds ttl, std::chrono::milliseconds wait, AllHost::Answer answer);
+  ~AllCall();
+  AllCall(const AllCall&) = delete;
+  AllCall& operator=(const AllCall&) = delete;
+
+  void start();
+  /// Client::cancel: answered errc::canceled (what an attempt in flight wins
+  /// is released by that attempt's own cancel).
+  void cancel();
+  /// The Client is closing: answered errc::closed at once, out of every line.
+  void close();
+
+ private:
+  // Its place in one resource's line.
+  struct Place final : Waiters::Waiter {
+    Place(AllCall& call, std::string key) : call(call), key(std::move(key)) {}
+    void wake(std::string_view message) override;
+    void recheck() override { call.woken(); }
+    AllCall& call;
+    std::string key;
+    bool woken_by_queue = false;  // the gate's queue woke this Client for key: passed on when we leave
+  };
+
+  void woken();
+  bool first_everywhere() const;
+  void attempt();
+  void on_answer(std::error_code error, Lock lock);
+  void sleep(std::uint64_t ms);
+  void answer(std::error_code error, Lock lock);
+  void leave_lines();
+  std::uint64_t left_ms() const;
+
+  AllHost& host_;
+  std::uint64_t id_;
+  Lock lock_;
+  std::chrono::milliseconds ttl_;
+  std::uint64_t deadline_;  // uv_now() ms
+  bool once_;               // wait 0: one attempt
+  AllHost::Answer answer_;
+  std::vector<std::unique_ptr<Place>> places_;
+  Timer timer_;
+  std::uint64_t in_flight_ = 0;  // the attempt's id, 0 when none
+  bool woken_in_flight_ = false;
+  bool canceled_ = false;
+  bool tried_ = false;
+  std::error_code last_;
+};
+
+}  // namespace redlock

@@ -1,0 +1,202 @@
+#include <catch2/catch.hpp>
+
+#include <redlock/redlock.hpp>
+
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "support/calls.hpp"
+#include "support/cluster.hpp"
+#include "support/eventually.hpp"
+#include "support/holders.hpp"
+#include "support/loop.hpp"
+
+using namespace redlock;
+using namespace redlock::test;
+using namespace std::chrono_literals;
+using steady = std::chrono::steady_clock;
+
+namespace {
+
+struct Call {
+  std::shared_ptr<Answer> answer = std::make_shared<Answer>();
+  Client::CallId id = 0;
+
+  Call(Client& client, std::vector<std::string> resources, milliseconds ttl, milliseconds wait) {
+    id = client.lock_all(std::move(resources), ttl, wait, [a = answer](std::error_code e, Lock l) {
+      ++a->calls;
+      a->error = e;
+      a->lock = std::move(l);
+    });
+  }
+  bool done() const { return answer->calls > 0; }
+};
+
+Answer lock_all(LoopFixture& loop, Client& c, std::vector<std::string> resources, milliseconds ttl,
+                milliseconds wait) {
+  Call call(c, std::move(resources), ttl, wait);
+  REQUIRE(loop.run_until([&] { return call.done(); }, wait + 10s));
+  REQUIRE(call.answer->calls == 1);
+  return *call.answer;
+}
+
+}  // namespace
+
+TEST_CASE("lock_all takes every resource or none of them", "[all]") {
+  Cluster masters(3);
+  LoopFixture loop;
+  {
+    Client a(loop.get(), masters.options());
+    Client b(loop.get(), masters.options());
+    Answer both = lock_all(loop, a, {"left", "right"}, 10s, 0ms);
+    REQUIRE_FALSE(both.error);
+    CHECK(both.lock.resource == "left");
+    CHECK(both.lock.resources == std::vector<std::string>{"left", "right"});
+    CHECK(both.lock.valid());
+    CHECK(held_everywhere(masters, "{left}", both.lock.value));
+    CHECK(held_everywhere(masters, "{right}", both.lock.value));
+
+    // One of them held: none is taken.
+    CHECK(try_lock(loop, b, "right", 10s).error == errc::not_acquired);
+    CHECK(lock_all(loop, b, {"middle", "right"}, 10s, 0ms).error == errc::not_acquired);
+    CHECK(held_nowhere(masters, "{middle}"));
+
+    // extend and unlock cover all of them.
+    Answer longer = extend(loop, a, both.lock, 30s);
+    REQUIRE_FALSE(longer.error);
+    CHECK(longer.lock.resources == both.lock.resources);
+    CHECK(
+        eventually([&] { return masters[1].pttl("{left}") > 20000 && masters[1].pttl("{right}") > 20000; }));
+    CHECK_FALSE(unlock(loop, a, longer.lock));
+    CHECK(held_nowhere(masters, "{left}"));
+    CHECK(held_nowhere(masters, "{right}"));
+    a.close(nullptr);
+    b.close(nullptr);
+  }
+  REQUIRE(loop.close());
+}
+
+TEST_CASE("callers naming resources in opposite orders never deadlock", "[all]") {
+  Cluster masters(3);
+  Options options = masters.options();
+  options.retry_delay = 20ms;
+  options.retry_jitter = 20ms;
+  Redlock first(options);
+  Redlock second(options);
+  std::atomic<int> inside{0};
+  std::atomic<int> overlaps{0};
+  std::atomic<int> failures{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      Redlock& redlock = t % 2 == 0 ? first : second;
+      std::vector<std::string> order =
+          t % 2 == 0 ? std::vector<std::string>{"a", "b", "c"} : std::vector<std::string>{"c", "b", "a"};
+      for (int i = 0; i < 8; ++i) {
+        Result<Lock> lock = redlock.lock_all(order, 5s, 20s);
+        if (!lock) {
+          ++failures;
+          continue;
+        }
+        if (++inside != 1) ++overlaps;
+        std::this_thread::sleep_for(2ms);
+        --inside;
+        CHECK_FALSE(redlock.unlock(*lock));
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  CHECK(failures == 0);
+  CHECK(overlaps == 0);
+}
+
+TEST_CASE("a lock_all waiting is woken by the release of the resource it lacked", "[all]") {
+  Cluster masters(3);
+  LoopFixture loop;
+  {
+    Client holder(loop.get(), masters.options());
+    Client waiter(loop.get(), masters.options());
+    Answer held = try_lock(loop, holder, "b", 30s);
+    REQUIRE_FALSE(held.error);
+    Call call(waiter, {"a", "b"}, 10s, 20s);
+    (void)loop.run_until([&] { return call.done(); }, 300ms);
+    CHECK_FALSE(call.done());
+    CHECK(held_nowhere(masters, "{a}"));  // it holds nothing while it waits
+
+    auto released = steady::now();
+    CHECK_FALSE(unlock(loop, holder, held.lock));
+    REQUIRE(loop.run_until([&] { return call.done(); }, 5s));
+    REQUIRE_FALSE(call.answer->error);
+    CHECK(steady::now() - released < 1s);  // not its deadline, 20 s away
+    CHECK(held_everywhere(masters, "{a}", call.answer->lock.value));
+
+    // Held past its ttl by keep, then cancelled waits and timeouts leave nothing.
+    Lock kept = call.answer->lock;
+    std::vector<std::error_code> lost;
+    waiter.keep(kept, {}, [&](std::error_code e) { lost.push_back(e); });
+    Call late(holder, {"b", "c"}, 10s, 200ms);
+    REQUIRE(loop.run_until([&] { return late.done(); }, 5s));
+    CHECK(late.answer->error == errc::timeout);
+    Call canceled(holder, {"c", "a"}, 10s, 20s);
+    (void)loop.run_until([&] { return canceled.done(); }, 100ms);
+    holder.cancel(canceled.id);
+    REQUIRE(loop.run_until([&] { return canceled.done(); }, 2s));
+    CHECK(canceled.answer->error == errc::canceled);
+    CHECK(held_nowhere(masters, "{c}"));
+    CHECK(lost.empty());
+    CHECK_FALSE(unlock(loop, waiter, kept));
+    CHECK(held_nowhere(masters, "{a}"));
+    CHECK(held_nowhere(masters, "{b}"));
+    holder.close(nullptr);
+    waiter.close(nullptr);
+  }
+  REQUIRE(loop.close());
+}
+
+TEST_CASE("with fencing, a lock_all's token is above every earlier token of each of its resources", "[all]") {
+  Cluster masters(3);
+  Options options = masters.options();
+  options.fencing = true;
+  LoopFixture loop;
+  {
+    Client c(loop.get(), options);
+    Answer one = try_lock(loop, c, "x", 10s);
+    REQUIRE_FALSE(one.error);
+    CHECK_FALSE(unlock(loop, c, one.lock));
+    Answer two = try_lock(loop, c, "y", 10s);
+    REQUIRE_FALSE(two.error);
+    CHECK_FALSE(unlock(loop, c, two.lock));
+    Answer both = lock_all(loop, c, {"x", "y"}, 10s, 0ms);
+    REQUIRE_FALSE(both.error);
+    CHECK(both.lock.fencing_token > std::max(one.lock.fencing_token, two.lock.fencing_token));
+    CHECK_FALSE(unlock(loop, c, both.lock));
+    Answer after = try_lock(loop, c, "y", 10s);
+    REQUIRE_FALSE(after.error);
+    CHECK(after.lock.fencing_token > both.lock.fencing_token);
+    CHECK_FALSE(unlock(loop, c, after.lock));
+    c.close(nullptr);
+  }
+  REQUIRE(loop.close());
+}
+
+TEST_CASE("lock_all refuses bad resource lists with invalid_argument", "[all]") {
+  Cluster masters(1);
+  LoopFixture loop;
+  {
+    Client c(loop.get(), masters.options());
+    CHECK(lock_all(loop, c, {}, 10s, 0ms).error == errc::invalid_argument);
+    CHECK(lock_all(loop, c, {"a", "a"}, 10s, 0ms).error == errc::invalid_argument);
+    CHECK(lock_all(loop, c, {"a", ""}, 10s, 0ms).error == errc::invalid_argument);
+    CHECK(lock_all(loop, c, {"a", "b"}, 0ms, 0ms).error == errc::invalid_argument);
+    Lock forged{"a", "00000000000000000000000000000000:1:me"};
+    forged.resources = {"b", "a"};  // its first is not `resource`
+    CHECK(unlock(loop, c, forged) == errc::invalid_argument);
+    c.close(nullptr);
+  }
+  REQUIRE(loop.close());
+}
