@@ -75,6 +75,7 @@ bool AllCall::first_everywhere() const {
 
 void AllCall::attempt() {
   woken_in_flight_ = false;
+  tried_ = true;
   auto self = shared_from_this();
   in_flight_ = host_.attempt_all(
       lock_, ttl_, [self](std::error_code error, Lock lock) { self->on_answer(error, std::move(lock)); });
@@ -121,6 +122,9 @@ void AllCall::answer(std::error_code error, Lock lock) {
   auto answer = std::exchange(answer_, nullptr);
   if (!answer) return;
   auto self = shared_from_this();  // all_call_done() drops the host's reference
+  if (error && error != errc::closed && tried_) {
+    for (const auto& place : places_) host_.writer_gone(place->key, lock_.value);
+  }
   leave_lines();
   timer_.close();
   host_.all_call_done(id_, error);

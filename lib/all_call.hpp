@@ -48,6 +48,9 @@ class AllHost {
   virtual void post_answer(std::function<void()> fn) = 0;
   /// The call is answered (once): count it, forget it.
   virtual void all_call_done(std::uint64_t id, std::error_code error) = 0;
+  /// It stopped waiting without the lock: the writer-waiting marks its
+  /// attempts set go (Operation::writer_gone).
+  virtual void writer_gone(const std::string& key, const std::string& value) = 0;
 };
 
 class AllCall : public std::enable_shared_from_this<AllCall> {

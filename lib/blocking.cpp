@@ -214,6 +214,9 @@ class Redlock::Impl {
     return future.get();
   }
 
+  /// Runs `task` on the loop thread; false once the Redlock is stopping.
+  bool run_on_loop(Task task) { return submit(std::move(task)); }
+
  private:
   // uv_async_send under the mutex: drain() closes wake_ only after it saw
   // stopping_ under the same mutex, so no send can reach a closed handle.
@@ -366,6 +369,24 @@ std::error_code Redlock::unlock(const Lock& lock) {
 
 std::vector<MasterError> Redlock::master_errors() {
   return impl_->ask<std::vector<MasterError>>([](Client& c) { return c.master_errors(); });
+}
+
+Result<ResourceReport> Redlock::holder(std::string resource) {
+  struct Answer {
+    std::promise<std::pair<std::error_code, ResourceReport>> promise;
+    std::atomic<bool> settled{false};
+  };
+  auto answer = std::make_shared<Answer>();
+  auto future = answer->promise.get_future();
+  bool queued = impl_->run_on_loop([resource = std::move(resource), answer](Client& c) mutable {
+    c.holder(std::move(resource), [answer](std::error_code error, ResourceReport report) {
+      if (!answer->settled.exchange(true)) answer->promise.set_value({error, std::move(report)});
+    });
+  });
+  if (!queued) return make_error_code(errc::closed);
+  auto [error, report] = future.get();
+  if (error) return error;
+  return std::move(report);
 }
 
 Stats Redlock::stats() {

@@ -15,6 +15,7 @@
 #include "all_call.hpp"
 #include "client_access.hpp"
 #include "deferred.hpp"
+#include "holder_read.hpp"
 #include "keeper.hpp"
 #include "keys.hpp"
 #include "lock_value.hpp"
@@ -22,6 +23,7 @@
 #include "permit_call.hpp"
 #include "quorum.hpp"
 #include "renewal.hpp"
+#include "scripts.hpp"
 #include "token.hpp"
 
 namespace redlock {
@@ -162,12 +164,39 @@ class Client::Impl final : public Context, public PermitHost, public AllHost {
     return id;
   }
 
+  void holder(std::string resource, HolderCallback cb) {
+    if (!cb) cb = [](std::error_code, const ResourceReport&) {};
+    std::string wrong = invalid_argument(Operation::Kind::unlock, Lock{resource, "-"}, milliseconds{1});
+    if (closed_ || !wrong.empty()) {
+      post([cb = std::move(cb), error = closed_ ? errc::closed : errc::invalid_argument] {
+        cb(make_error_code(error), ResourceReport{});
+      });
+      return;
+    }
+    const std::uint64_t id = ++last_id_;
+    // The answer goes on through post(), which also keeps the read alive
+    // until its own callback has returned.
+    reads_[id] = HolderRead::start(masters, options.key_prefix, std::move(resource),
+                                   [this, id, cb = std::move(cb)](std::error_code e, ResourceReport r) {
+                                     auto read = reads_.find(id);
+                                     std::shared_ptr<HolderRead> self;
+                                     if (read != reads_.end()) {
+                                       self = std::move(read->second);
+                                       reads_.erase(read);
+                                     }
+                                     post([self, cb, e, r = std::move(r)] { cb(e, r); });
+                                   });
+  }
+
   // AllHost
   std::uint64_t attempt_all(Lock lock, milliseconds ttl, AllHost::Answer answer) override {
     return run(Operation::Kind::acquire, std::move(lock), ttl, 1, std::move(answer), std::nullopt,
                std::nullopt, false, true);
   }
   void cancel_attempt(std::uint64_t id) override { cancel(id); }
+  void writer_gone(const std::string& key, const std::string& value) override {
+    Operation::writer_gone(*this, key, value);
+  }
   Waiters& lines() override { return waiters; }
   uv_loop_t* event_loop() const override { return loop; }
   void post_answer(std::function<void()> fn) override { post(std::move(fn)); }
@@ -238,6 +267,9 @@ class Client::Impl final : public Context, public PermitHost, public AllHost {
       auto operations = std::move(operations_);
       operations_.clear();
       for (auto& op : operations) op->cancel();
+      auto reads = std::move(reads_);
+      reads_.clear();
+      for (auto& [id, read] : reads) read->abandon(make_error_code(errc::closed));
       auto all_calls = std::move(all_calls_);
       all_calls_.clear();
       for (auto& [id, pending] : all_calls) pending.call->close();
@@ -349,6 +381,10 @@ class Client::Impl final : public Context, public PermitHost, public AllHost {
              " bytes, more than " + std::to_string(max_key_bytes);
     if (kind != Operation::Kind::acquire && lock.value.empty())
       return "the Lock has no value (not from a lock call)";
+    // What the key holds for shared holders is nobody's value: with it an
+    // unlock would end every shared hold.
+    if (lock.value == scripts::shared_mark)
+      return "the Lock's value is the shared mark (not from a lock call)";
     if (lock.shared && lock.permit >= 0) return "the Lock is both shared and a permit (not from a lock call)";
     if (kind == Operation::Kind::unlock) return {};
     return invalid_ttl(ttl);
@@ -421,7 +457,8 @@ class Client::Impl final : public Context, public PermitHost, public AllHost {
     std::shared_ptr<AllCall> call;
     std::chrono::steady_clock::time_point called;
   };
-  std::map<std::uint64_t, PendingAll> all_calls_;  // lock_all calls not answered yet
+  std::map<std::uint64_t, PendingAll> all_calls_;               // lock_all calls not answered yet
+  std::map<std::uint64_t, std::shared_ptr<HolderRead>> reads_;  // holder() calls not answered yet
 };
 
 Client::Client(uv_loop_t* loop, Options options) {
@@ -504,6 +541,10 @@ void Client::unlock(const Lock& lock, UnlockCallback cb) {
   if (!cb) cb = [](std::error_code) {};
   impl_->run(Operation::Kind::unlock, lock, milliseconds{1}, 1,
              [cb = std::move(cb)](std::error_code error, const Lock&) { cb(error); });
+}
+
+void Client::holder(std::string resource, HolderCallback cb) {
+  impl_->holder(std::move(resource), std::move(cb));
 }
 
 void Client::close(std::function<void()> cb) {

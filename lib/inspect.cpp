@@ -13,6 +13,7 @@
 #include "lock_value.hpp"
 #include "master.hpp"
 #include "quorum.hpp"
+#include "resource_summary.hpp"
 #include "scripts.hpp"
 #include "tls.hpp"
 #include "token.hpp"
@@ -278,37 +279,11 @@ class Inspector::Impl {
     void summarise() {
       int n = static_cast<int>(result_.masters.size());
       for (std::size_t k = 0; k < resources_.size(); ++k) {
-        ResourceReport r;
-        r.resource = resources_[k];
-        std::map<std::string, std::size_t> counts;
+        std::vector<const KeyReport*> keys;
         for (const MasterReport& m : result_.masters) {
-          if (k < m.keys.size() && m.keys[k].present) ++counts[m.keys[k].value];
+          if (k < m.keys.size()) keys.push_back(&m.keys[k]);
         }
-        for (const auto& [value, count] : counts) {
-          if (count > r.holders) {
-            r.value = value;
-            r.holders = count;
-          }
-        }
-        r.quorum = static_cast<int>(r.holders) >= quorum::majority(n);
-        if (r.holders > 0) r.mode = r.value == scripts::shared_mark ? "shared" : "exclusive";
-        if (auto label = read_lock_value(r.value)) {
-          r.owner = std::move(label->owner);
-          r.since = label->since;
-        }
-        for (const MasterReport& m : result_.masters) {
-          if (k >= m.keys.size()) continue;
-          r.fencing_token = std::max(r.fencing_token, m.keys[k].fencing_counter);
-          r.waiting = std::max(r.waiting, m.keys[k].waiting);
-          if (r.mode == "shared") r.shared_holders = std::max(r.shared_holders, m.keys[k].shared_holders);
-        }
-        bool first = true;
-        for (const MasterReport& m : result_.masters) {
-          if (k >= m.keys.size() || !m.keys[k].present || m.keys[k].value != r.value) continue;
-          if (first || m.keys[k].ttl < r.ttl) r.ttl = m.keys[k].ttl;
-          first = false;
-        }
-        result_.resources.push_back(std::move(r));
+        result_.resources.push_back(summarize_resource(resources_[k], keys, n));
       }
     }
 

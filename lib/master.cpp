@@ -131,6 +131,12 @@ std::shared_ptr<const Command> Command::script_over(const Script& script, std::s
   return c;
 }
 
+std::shared_ptr<const Command> Command::read(const Script& script, const std::vector<std::string>& argv) {
+  auto c = make(&script, argv);
+  std::const_pointer_cast<Command>(c)->expect_ = Expect::any;
+  return c;
+}
+
 std::shared_ptr<const Command> Command::flags(const Script& script, std::size_t keys,
                                               const std::vector<std::string_view>& argv, std::size_t locks) {
   std::string count = std::to_string(keys);

@@ -48,6 +48,8 @@ class Command {
   /// with EVALSHA on `keys` keys: `argv` is KEYS and then ARGV, any length.
   static std::shared_ptr<const Command> script_over(const Script& script, std::size_t keys,
                                                     const std::vector<std::string>& argv);
+  /// Runs `script`, a read (scripts::read_holder), which may answer anything.
+  static std::shared_ptr<const Command> read(const Script& script, const std::vector<std::string>& argv);
   /// Runs `script` with EVALSHA on `keys` keys: `argv` is KEYS and then ARGV,
   /// any length. Answered by a string of one '0' or '1' per lock, `locks` of
   /// them (scripts::renew, renew_shared).

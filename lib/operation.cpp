@@ -80,7 +80,8 @@ std::shared_ptr<const Command> Operation::make_shared_command() const {
       return Command::script(scripts::extend_shared, {key_, holders_key_, lock_.value, ttl});
     case Kind::continue_lock:
       return Command::script(scripts::continue_shared,
-                             {key_, holders_key_, keys::fencing(key_), lock_.value, ttl, fenced});
+                             {key_, holders_key_, keys::fencing(key_), keys::writer_waiting(key_),
+                              keys::reservation(key_), lock_.value, ttl, fenced});
     case Kind::unlock:
       return unlock_command(lock_.value, lock_.value, context_.waiters.subscribed(key_), false);
   }
@@ -600,7 +601,21 @@ void Operation::release_everywhere(std::string_view value, bool partial) {
   }
 }
 
+// A writer that stops waiting without the lock takes its mark away, so the
+// shared waiters it kept out try again now rather than when it expires. (A
+// mark other writers renewed goes too: they set it again at their next
+// refusal.)
+void Operation::writer_gone(Context& context, const std::string& key, std::string_view value) {
+  auto command =
+      Command::script(scripts::unmark_writer, {keys::writer_waiting(key), keys::release_channel(key), value});
+  for (const auto& m : context.masters) {
+    m->send(command, {});
+    m->flush();
+  }
+}
+
 void Operation::finish(std::error_code error) {
+  if (waiting_ && !lock_.shared && error && error != errc::closed) writer_gone(context_, key_, lock_.value);
   if (extends()) {
     if (std::error_code instead = context_.extension_decided(lock_, error)) error = instead;
   }

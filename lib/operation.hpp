@@ -118,6 +118,9 @@ class Operation final : public Waiters::Waiter {
   /// Client::cancel: answers errc::canceled, leaving the line; what an
   /// attempt in flight may still win is released.
   void abandon();
+  /// A waiting writer of `key` (value `value`) stopped waiting without the
+  /// lock: its writer-waiting mark goes, and the shared waiters hear it.
+  static void writer_gone(Context& context, const std::string& key, std::string_view value);
 
   void wake(std::string_view message) override;
   void recheck() override;

@@ -204,15 +204,20 @@ const Script unlock_shared{
     REDLOCK_SHARED_PRELUDE
     "local woken = 0\n"
     "local current = redis.call('get', KEYS[1])\n"
+    "local held = current == '" REDLOCK_SHARED_MARK "' and live(KEYS[4], ARGV[1])\n"
     "if current ~= '" REDLOCK_SHARED_MARK "' or redis.call('zrem', KEYS[4], ARGV[1]) == 0 then\n"
     "  if ARGV[6] == '1' and current == false and redis.call('exists', KEYS[3]) == 0 then\n"
     REDLOCK_WAKE_HEAD("5") "  end\n"
     "  return 0\n"
     "end\n"
-    "if settle(KEYS[1], KEYS[4]) then return 1 end\n" REDLOCK_PUBLISH_RELEASE
+    "if settle(KEYS[1], KEYS[4]) then\n"
+    "  if held then return 1 end\n"
+    "  return 0\n"
+    "end\n" REDLOCK_PUBLISH_RELEASE
     "if ARGV[6] == '1' and redis.call('exists', KEYS[3]) == 0 then\n" REDLOCK_WAKE_HEAD("5") "end\n"
+    "if not held then return 0 end\n"
     "return 1 + others + woken\n",
-    "b58d754b6f0ec03f24c4585a7d968a34b3a59eb8",
+    "c83b565593702500e4489e51bbb71eb5c83777cd",
     0,
     std::numeric_limits<int>::max(),
     4,
@@ -365,18 +370,18 @@ const Script continue_shared{
     "if current and current ~= '" REDLOCK_SHARED_MARK
     "' then return {0, 0} end\n"
     "local result = 2\n"
-    "if current then\n"
-    "  if live(KEYS[2], ARGV[1]) then result = 1 end\n"
-    "else\n"
-    "  redis.call('del', KEYS[2])\n"
+    "if current and live(KEYS[2], ARGV[1]) then result = 1 end\n"
+    "if result == 2 and (redis.call('exists', KEYS[4]) == 1 or redis.call('exists', KEYS[5]) == 1) then\n"
+    "  return {0, 0}\n"
     "end\n"
+    "if not current then redis.call('del', KEYS[2]) end\n"
     "redis.call('zadd', KEYS[2], now + tonumber(ARGV[2]), ARGV[1])\n"
     "settle(KEYS[1], KEYS[2])\n"
     "return {result, counter}\n",
-    "ccb9c86e4063abffc2f9dcbbae1d2b383e671814",
+    "cde982354dab27306d1620b1662c7ce668d8bf18",
     0,
     2,
-    3,
+    5,
     true,
 };
 
@@ -573,15 +578,39 @@ const Script renew_all{
 
 #undef REDLOCK_READ_COUNTERS
 
+const Script read_holder{
+    "read_holder",
+    "local value = redis.call('get', KEYS[1]) or ''\n"
+    "local now = redis.call('time')\n"
+    "now = now[1] * 1000 + math.floor(now[2] / 1000)\n"
+    "return {value, redis.call('pttl', KEYS[1]), redis.call('get', KEYS[2]) or '0',\n"
+    "        redis.call('zcard', KEYS[3]), redis.call('zcount', KEYS[4], now, '+inf')}\n",
+    "0be5611423d063b44eaae1033a4dc9935fe417a6",
+    0,
+    0,
+    4,
+};
+
+const Script unmark_writer{
+    "unmark_writer",
+    "if redis.call('del', KEYS[1]) == 0 then return 0 end\n"
+    "redis.pcall('publish', ARGV[1], ARGV[2])\n"
+    "return 1\n",
+    "a29328a7c86654c6e51153daf39b59c08a20bdd9",
+    0,
+    1,
+};
+
 #undef REDLOCK_RAISE_COUNTER
 #undef REDLOCK_SHARED_PRELUDE
 #undef REDLOCK_MARK_WRITER_WAITING
 #undef REDLOCK_SHARED_MARK
 
-const std::array<const Script*, 23> all{
-    &unlock,        &unlock_and_wake, &acquire,         &acquire_or_queue, &wake_next,    &extend,
-    &continue_lock, &renew,           &acquire_fenced,  &continue_fenced,  &fence,        &acquire_shared,
-    &unlock_shared, &extend_shared,   &continue_shared, &fence_shared,     &renew_shared, &acquire_all,
-    &unlock_all,    &extend_all,      &continue_all,    &fence_all,        &renew_all};
+const std::array<const Script*, 25> all{
+    &unlock,       &unlock_and_wake, &acquire,       &acquire_or_queue, &wake_next,
+    &extend,       &continue_lock,   &renew,         &acquire_fenced,   &continue_fenced,
+    &fence,        &acquire_shared,  &unlock_shared, &extend_shared,    &continue_shared,
+    &fence_shared, &renew_shared,    &acquire_all,   &unlock_all,       &extend_all,
+    &continue_all, &fence_all,       &renew_all,     &read_holder,      &unmark_writer};
 
 }  // namespace redlock::scripts

@@ -131,18 +131,21 @@ extern const Script acquire_shared;
 /// ARGV[1..5] as unlock_and_wake's, ARGV[6] "1" at the gate master: removes
 /// our hold; when it was the last, deletes the key, publishes the release
 /// and, at the gate, wakes the queue's head as unlock_and_wake does.
-/// Returns 0 when we held nothing here, 1 while other shared holders remain,
-/// else 1 + the Clients told.
+/// Returns 0 when we held nothing live here (a hold whose time ran out is
+/// removed all the same), 1 while other shared holders remain, else 1 + the
+/// Clients told.
 extern const Script unlock_shared;
 
 /// KEYS[1] key, KEYS[2] shared holders, ARGV[1] value, ARGV[2] ttl in ms:
 /// extend for a shared hold (1 when our hold was live and is renewed, else 0).
 extern const Script extend_shared;
 
-/// KEYS[1] key, KEYS[2] shared holders, KEYS[3] counter key, ARGV[1] value,
-/// ARGV[2] ttl in ms, ARGV[3] "1" to read the counter: continue_fenced for a
-/// shared hold: {1, counter} renewed, {2, counter} added (no live hold of
-/// ours was there), {0, 0} held exclusively by another.
+/// KEYS[1] key, KEYS[2] shared holders, KEYS[3] counter key, KEYS[4]
+/// writer-waiting mark, KEYS[5] reservation, ARGV[1] value, ARGV[2] ttl in
+/// ms, ARGV[3] "1" to read the counter: continue_fenced for a shared hold:
+/// {1, counter} renewed, {2, counter} added (no live hold of ours was there),
+/// {0, 0} held exclusively by another, or not live and a writer waits or
+/// the key is reserved for its queue's head (as acquire_shared refuses).
 extern const Script continue_shared;
 
 /// KEYS[1] key, KEYS[2] counter key, KEYS[3] shared holders, ARGV[1..3] as
@@ -191,8 +194,19 @@ extern const Script fence_all;
 /// '1' or '0' (a renewal batch of one lock).
 extern const Script renew_all;
 
+/// KEYS[1] key, KEYS[2] counter key, KEYS[3] queue, KEYS[4] shared holders:
+/// reads what Client::holder reports, changing nothing: {the value or "",
+/// its PTTL, the counter or "0", the queue's size, the live shared holders}.
+extern const Script read_holder;
+
+/// KEYS[1] writer-waiting mark, ARGV[1] release channel, ARGV[2] message:
+/// a writer stopped waiting (canceled, timed out): deletes the mark and, if
+/// there was one, publishes the message so the shared waiters it kept out
+/// try again now. 1 when it deleted, else 0.
+extern const Script unmark_writer;
+
 /// Every script, in the order they are loaded on connect.
-extern const std::array<const Script*, 23> all;
+extern const std::array<const Script*, 25> all;
 
 }  // namespace scripts
 }  // namespace redlock

@@ -3,6 +3,7 @@
 #include <redlock/redlock.hpp>
 
 #include <chrono>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -171,4 +172,82 @@ TEST_CASE("inspect answers a bad resource and a closed inspector, once each", "[
   }
   REQUIRE(loop.close());
   CHECK_THROWS_AS(Inspector(nullptr, Options{}), std::invalid_argument);
+}
+
+namespace {
+
+struct HolderAnswer {
+  int calls = 0;
+  std::error_code error;
+  ResourceReport report;
+};
+
+HolderAnswer holder(LoopFixture& loop, Client& client, const std::string& resource) {
+  auto answer = std::make_shared<HolderAnswer>();
+  client.holder(resource, [answer](std::error_code e, ResourceReport r) {
+    ++answer->calls;
+    answer->error = e;
+    answer->report = std::move(r);
+  });
+  REQUIRE(answer->calls == 0);  // never inside the call
+  REQUIRE(loop.run_until([&] { return answer->calls > 0; }, 5s));
+  REQUIRE(answer->calls == 1);
+  return *answer;
+}
+
+}  // namespace
+
+TEST_CASE("Client::holder says who holds a resource, how and with which token, from one read", "[inspect]") {
+  Cluster masters(3);
+  Options options = masters.options();
+  options.fencing = true;
+  options.owner = "nightly-export";
+  LoopFixture loop;
+  {
+    Client c(loop.get(), options);
+    HolderAnswer free = holder(loop, c, "report");
+    REQUIRE_FALSE(free.error);
+    CHECK_FALSE(free.report.quorum);
+    CHECK(free.report.mode.empty());
+
+    Answer held = try_lock(loop, c, "report", 10s);
+    REQUIRE_FALSE(held.error);
+    HolderAnswer exclusive = holder(loop, c, "report");
+    REQUIRE_FALSE(exclusive.error);
+    CHECK(exclusive.report.quorum);
+    CHECK(exclusive.report.mode == "exclusive");
+    CHECK(exclusive.report.owner == "nightly-export");
+    CHECK(exclusive.report.value == held.lock.value);
+    CHECK(exclusive.report.fencing_token == held.lock.fencing_token);
+    CHECK(exclusive.report.ttl > 5s);
+    CHECK_FALSE(unlock(loop, c, held.lock));
+
+    Answer reading =
+        await_answer(loop, [&](Client::LockCallback cb) { c.try_lock_shared("report", 10s, cb); });
+    REQUIRE_FALSE(reading.error);
+    HolderAnswer shared = holder(loop, c, "report");
+    CHECK(shared.report.mode == "shared");
+    CHECK(shared.report.shared_holders == 1);
+    CHECK_FALSE(unlock(loop, c, reading.lock));
+
+    // A majority down: nobody can say.
+    masters[1].kill9();
+    masters[2].kill9();
+    CHECK(holder(loop, c, "report").error == errc::unavailable);
+    c.close(nullptr);
+  }
+  REQUIRE(loop.close());
+}
+
+TEST_CASE("Redlock::holder answers from another thread; a bad resource is invalid_argument", "[inspect]") {
+  Cluster masters(3);
+  Redlock redlock(masters.options());
+  Result<Lock> held = redlock.try_lock("report", 10s);
+  REQUIRE(held);
+  Result<ResourceReport> report = redlock.holder("report");
+  REQUIRE(report);
+  CHECK(report->quorum);
+  CHECK(report->value == held->value);
+  CHECK(redlock.holder("").error() == errc::invalid_argument);
+  CHECK_FALSE(redlock.unlock(*held));
 }

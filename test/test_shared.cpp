@@ -375,3 +375,100 @@ TEST_CASE("a Lock both shared and a permit is refused as an invalid argument", "
   }
   REQUIRE(loop.close());
 }
+
+TEST_CASE("a Lock whose value is the shared mark is refused: it would end every shared hold", "[shared]") {
+  Cluster masters(3);
+  LoopFixture loop;
+  {
+    Client r(loop.get(), masters.options());
+    Client w(loop.get(), masters.options());
+    Answer reading = try_lock_shared(loop, r, "table", 10s);
+    REQUIRE_FALSE(reading.error);
+    Lock forged{"table", "redlock:shared"};
+    forged.valid_until = steady::now() + 10s;
+    CHECK(unlock(loop, w, forged) == errc::invalid_argument);
+    CHECK(extend(loop, w, forged, 10s).error == errc::invalid_argument);
+    CHECK(continue_lock(loop, w, forged, 10s).error == errc::invalid_argument);
+    CHECK(try_lock(loop, w, "table", 10s).error == errc::not_acquired);  // the reader still holds it
+    CHECK(masters[0].command({"ZCARD", "{table}:shared"}) == "1");
+    CHECK_FALSE(unlock(loop, r, reading.lock));
+    r.close(nullptr);
+    w.close(nullptr);
+  }
+  REQUIRE(loop.close());
+}
+
+TEST_CASE("a writer that stops waiting takes its mark away, and the readers it kept out get in at once",
+          "[shared]") {
+  Cluster masters(3);
+  Options options = masters.options();
+  // Fallback timers far off: only the writer's leaving can let the reader in soon.
+  options.retry_delay = 3s;
+  options.retry_jitter = 0ms;
+  LoopFixture loop;
+  {
+    Client holder(loop.get(), options);
+    Client writer(loop.get(), options);
+    Client reader(loop.get(), options);
+    Answer reading = try_lock_shared(loop, holder, "table", 10s);
+    REQUIRE_FALSE(reading.error);
+    Waiting waiting_writer = lock_exclusive(writer, "table", 10s, 20s);
+    REQUIRE(loop.run_until(
+        [&] {
+          return masters[0].command({"EXISTS", "{table}:writer-waiting"}) == "1";
+        },
+        2s));
+    Waiting waiting_reader = lock_shared(reader, "table", 10s, 20s);
+    (void)loop.run_until([&] { return waiting_reader.done(); }, 300ms);
+    REQUIRE_FALSE(waiting_reader.done());  // kept out by the writer's mark
+
+    auto canceled = steady::now();
+    writer.cancel(waiting_writer.id);
+    REQUIRE(loop.run_until([&] { return waiting_reader.done(); }, 5s));
+    REQUIRE_FALSE(waiting_reader.answer->error);
+    CHECK(waiting_writer.answer->error == errc::canceled);
+    CHECK(steady::now() - canceled < 1s);  // not the mark's expiry, nor the 3 s fallback
+    CHECK(masters[1].command({"EXISTS", "{table}:writer-waiting"}) == "0");
+    CHECK_FALSE(unlock(loop, reader, waiting_reader.answer->lock));
+    CHECK_FALSE(unlock(loop, holder, reading.lock));
+    holder.close(nullptr);
+    writer.close(nullptr);
+    reader.close(nullptr);
+  }
+  REQUIRE(loop.close());
+}
+
+TEST_CASE(
+    "a shared hold that ran out can neither come back by continue_lock while a writer waits nor be "
+    "unlocked as held",
+    "[shared]") {
+  Cluster masters(3);
+  LoopFixture loop;
+  {
+    Client r(loop.get(), masters.options());
+    Client w(loop.get(), masters.options());
+    Answer lasting = try_lock_shared(loop, r, "table", 10s);
+    Answer brief = try_lock_shared(loop, r, "table", 200ms);
+    REQUIRE_FALSE(lasting.error);
+    REQUIRE_FALSE(brief.error);
+    Waiting writer = lock_exclusive(w, "table", 10s, 20s);
+    REQUIRE(loop.run_until(
+        [&] {
+          return masters[0].command({"EXISTS", "{table}:writer-waiting"}) == "1";
+        },
+        2s));
+    (void)loop.run_until([&] { return !brief.lock.valid(); }, 2s);
+    REQUIRE(eventually([&] { return masters[0].pttl("{table}") > 0; }));
+    (void)loop.run_until([&] { return false; }, 100ms);  // its hold's end passes on the masters too
+    CHECK(continue_lock(loop, r, brief.lock, 10s).error == errc::not_held);
+    CHECK(unlock(loop, r, brief.lock) == errc::not_held);
+    CHECK_FALSE(writer.done());
+    CHECK_FALSE(unlock(loop, r, lasting.lock));
+    REQUIRE(loop.run_until([&] { return writer.done(); }, 5s));
+    CHECK_FALSE(writer.answer->error);
+    if (!writer.answer->error) CHECK_FALSE(unlock(loop, w, writer.answer->lock));
+    r.close(nullptr);
+    w.close(nullptr);
+  }
+  REQUIRE(loop.close());
+}

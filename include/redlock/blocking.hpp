@@ -5,6 +5,7 @@
 
 #include <redlock/error.hpp>
 #include <redlock/export.hpp>
+#include <redlock/inspect.hpp>
 #include <redlock/lock.hpp>
 #include <redlock/options.hpp>
 #include <redlock/result.hpp>
@@ -93,6 +94,8 @@ class REDLOCK_API Redlock {
   /// See Client::stats; asked of the loop thread, like master_errors().
   /// Empty once the Redlock is being destroyed.
   Stats stats();
+  /// See Client::holder: who holds `resource`, from one read of every master.
+  Result<ResourceReport> holder(std::string resource);
   /// Client::keep on the loop thread: renews `lock` until unlock(lock).
   /// `on_lost` (may be empty) runs on the loop thread, at most once, if the
   /// hold ends other than by unlock(); errc::closed at once on this thread

@@ -5,6 +5,7 @@
 
 #include <redlock/error.hpp>
 #include <redlock/export.hpp>
+#include <redlock/inspect.hpp>
 #include <redlock/lock.hpp>
 #include <redlock/options.hpp>
 #include <redlock/stats.hpp>
@@ -54,6 +55,8 @@ class REDLOCK_API Client {
   using UnlockCallback = std::function<void(std::error_code)>;
   /// Told once why a keep() hold ended.
   using LostCallback = std::function<void(std::error_code)>;
+  /// Answers holder(): errc::unavailable when fewer than a majority could say.
+  using HolderCallback = std::function<void(std::error_code, ResourceReport)>;
   /// Told the new validity after each successful keep() renewal.
   using RenewedCallback = std::function<void(std::chrono::steady_clock::time_point valid_until)>;
 
@@ -147,6 +150,17 @@ class REDLOCK_API Client {
   /// win is released at once. Does nothing for a call already answered, or
   /// an id this Client never gave.
   void cancel(CallId id);
+
+  /// Who holds `resource`, from one read of every master over this Client's
+  /// connections, changing nothing: `quorum` says a majority holds one value
+  /// (so nobody else can take it now), `mode` "exclusive" or "shared", the
+  /// `owner` and `since` its value carries, `ttl` the least time left among
+  /// those masters, `fencing_token` the largest counter, `waiting` the
+  /// Clients queued at its gate, `shared_holders` the live shared holds.
+  /// errc::unavailable when fewer than a majority answered (a master in
+  /// restart quarantine does not count). A snapshot: by the time it is read,
+  /// the lock may have changed hands; only a lock call decides.
+  void holder(std::string resource, HolderCallback cb);
 
   /// The masters that cannot vote now, or whose last answer was a failure,
   /// with the cause, in Options::masters order; empty when every master is

@@ -1,0 +1,45 @@
+#include "resource_summary.hpp"
+
+#include <algorithm>
+#include <map>
+#include <utility>
+
+#include "lock_value.hpp"
+#include "quorum.hpp"
+#include "scripts.hpp"
+
+namespace redlock {
+
+ResourceReport summarize_resource(std::string resource, const std::vector<const KeyReport*>& keys,
+                                  int masters) {
+  ResourceReport r;
+  r.resource = std::move(resource);
+  std::map<std::string, std::size_t> counts;
+  for (const KeyReport* key : keys) {
+    if (key->present) ++counts[key->value];
+  }
+  for (const auto& [value, count] : counts) {
+    if (count > r.holders) {
+      r.value = value;
+      r.holders = count;
+    }
+  }
+  r.quorum = static_cast<int>(r.holders) >= quorum::majority(masters);
+  if (r.holders > 0) r.mode = r.value == scripts::shared_mark ? "shared" : "exclusive";
+  if (auto label = read_lock_value(r.value)) {
+    r.owner = std::move(label->owner);
+    r.since = label->since;
+  }
+  bool first = true;
+  for (const KeyReport* key : keys) {
+    r.fencing_token = std::max(r.fencing_token, key->fencing_counter);
+    r.waiting = std::max(r.waiting, key->waiting);
+    if (r.mode == "shared") r.shared_holders = std::max(r.shared_holders, key->shared_holders);
+    if (!key->present || key->value != r.value) continue;
+    if (first || key->ttl < r.ttl) r.ttl = key->ttl;
+    first = false;
+  }
+  return r;
+}
+
+}  // namespace redlock
