@@ -8,6 +8,9 @@
 //   bench_acquire --cycles K           only K async try_lock+unlock cycles at N = 5 (for callgrind)
 //   bench_acquire --fencing            only async try_lock with and without Options::fencing
 //   bench_acquire --tls                only async try_lock over rediss:// and plain TCP, same masters
+//   bench_acquire --primitives         only async acquire + unlock of each primitive (try_lock,
+//                                      try_lock_shared, lock_all of 2 and 8, lock_permit of 4),
+//                                      same masters, alternating
 
 #include <hiredis/hiredis.h>
 #include <sched.h>
@@ -66,8 +69,9 @@ struct Settings {
   std::vector<int> ports;  // external masters
   int cycles = 0;          // callgrind mode
   bool smoke = false;
-  bool fencing_only = false;  // --fencing
-  bool tls_only = false;      // --tls
+  bool fencing_only = false;     // --fencing
+  bool tls_only = false;         // --tls
+  bool primitives_only = false;  // --primitives
 };
 
 std::vector<int> parse_ints(const std::string& list) {
@@ -101,6 +105,8 @@ Settings parse(int argc, char** argv) {
       s.fencing_only = true;
     } else if (arg == "--tls") {
       s.tls_only = true;
+    } else if (arg == "--primitives") {
+      s.primitives_only = true;
     } else if (arg == "--smoke") {
       s.smoke = true;
       s.ns = {1, 3};
@@ -198,8 +204,16 @@ struct Latency {
   double allocs_per_op = 0;
 };
 
-// One try_lock at a time on the async Client; `with_unlock` times the unlock too.
-Latency async_latency(const redlock::Options& o, int warmup, int iterations, bool with_unlock) {
+// How a workload takes its lock: try_lock by default.
+using Take = std::function<void(redlock::Client&, redlock::Client::LockCallback)>;
+
+void take_try_lock(redlock::Client& client, redlock::Client::LockCallback cb) {
+  client.try_lock("bench:latency", lock_ttl, std::move(cb));
+}
+
+// One acquire at a time on the async Client; `with_unlock` times the unlock too.
+Latency async_latency(const redlock::Options& o, int warmup, int iterations, bool with_unlock,
+                      const Take& take = take_try_lock) {
   Latency out;
   uv_loop_t loop;
   uv_loop_init(&loop);
@@ -221,7 +235,7 @@ Latency async_latency(const redlock::Options& o, int warmup, int iterations, boo
     step = [&] {
       started = Clock::now();
       allocs_at_start = bench::allocations();
-      client.try_lock("bench:latency", lock_ttl, [&](std::error_code error, redlock::Lock lock) {
+      take(client, [&](std::error_code error, redlock::Lock lock) {
         auto acquired = Clock::now();
         auto allocs_acquired = bench::allocations();
         if (error) {
@@ -604,6 +618,40 @@ int run(const Settings& s) {
         report.latency("try_lock", "redlock-async", n, rep, async_latency(o, s.warmup, s.iterations, false));
         report.latency("try_lock", "redlock-async-fencing", n, rep,
                        async_latency(fenced, s.warmup, s.iterations, false));
+      }
+    }
+    report.summary();
+    return 0;
+  }
+  if (s.primitives_only) {
+    // What each primitive costs over the plain lock: the same masters, alternating.
+    std::vector<std::string> two = {"bench:a", "bench:b"};
+    std::vector<std::string> eight;
+    for (int i = 0; i < 8; ++i) eight.push_back("bench:r" + std::to_string(i));
+    const std::vector<std::pair<std::string, Take>> takes = {
+        {"redlock-async", take_try_lock},
+        {"redlock-async-shared",
+         [](redlock::Client& c, redlock::Client::LockCallback cb) {
+           c.try_lock_shared("bench:latency", lock_ttl, std::move(cb));
+         }},
+        {"redlock-async-all-2",
+         [two](redlock::Client& c, redlock::Client::LockCallback cb) {
+           c.lock_all(two, lock_ttl, std::chrono::milliseconds{0}, std::move(cb));
+         }},
+        {"redlock-async-all-8",
+         [eight](redlock::Client& c, redlock::Client::LockCallback cb) {
+           c.lock_all(eight, lock_ttl, std::chrono::milliseconds{0}, std::move(cb));
+         }},
+        {"redlock-async-permit-4",
+         [](redlock::Client& c, redlock::Client::LockCallback cb) {
+           c.lock_permit("bench:latency", 4, lock_ttl, std::chrono::milliseconds{0}, std::move(cb));
+         }},
+    };
+    for (int rep = 1; rep <= s.repeat; ++rep) {
+      for (int n : s.ns) {
+        for (const auto& [name, take] : takes)
+          report.latency("acquire_unlock", name, n, rep,
+                         async_latency(masters.options(n), s.warmup, s.iterations, true, take));
       }
     }
     report.summary();
