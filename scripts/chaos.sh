@@ -51,6 +51,11 @@
 # control, control-shared-apart: readers lock another name, so the checker
 # must see writers beside them.
 #
+# liveness: waits cancelled at random with no faults, failing on a stall (a
+# resource free of recorded holders for over ttl/2 while a call waited: a
+# lock nobody knows they hold, as a cancel that won and did not release
+# would leave); every run reports its stalls. Its control, control-stranded:
+# one acquisition in four is left held and recorded as canceled.
 # all: half the acquisitions take two of 3 resources at once (lock_all, named
 # in a random order), the others one, under the mixed faults; checked per
 # resource. Its control, control-all-first-only, takes only the first of the
@@ -267,6 +272,8 @@ runs=(
   "control-shared-apart|--mode none --shared --shared-apart --resources 2 --register none --expect-overlap"
   "all|--mode mixed --quarantine-ms $quarantine --all --resources 3"
   "control-all-first-only|--mode none --all --all-first-only --resources 3 --register none --expect-overlap"
+  "liveness|--mode none --cancel --check-stalls"
+  "control-stranded|--mode none --strand --register none --expect-stall"
   "control-clock-unfenced|--mode clock-large --register unfenced --expect-stale"
   "control-pause-unfenced|--mode pause-client --register unfenced --expect-stale"
   "control-permit-counter|--mode none --permits 3 --resources 1 --threads 8 --counter-semaphore --register none --expect-over-admission"

@@ -117,6 +117,13 @@ options:
                        checked per resource, as any lock
   --all-first-only     with --all, the control: the two-resource calls lock
                        only the first (use with --expect-overlap)
+  --strand             the liveness control: one acquisition in four is kept
+                       on the masters but recorded as canceled and never
+                       unlocked (a cancel that did not release)
+  --check-stalls       fail on a stall: a resource free of recorded holders
+                       for over ttl/2 while a call waited and a majority was
+                       healthy (always counted; without it only reported)
+  --expect-stall       control: exit 0 only if a stall was found
   --cancel             waits through a Cancellation each (lock() with a wait),
                        and a thread per worker cancels one every 0.25-1 ttl
   --list-faults        print every fault
@@ -160,6 +167,9 @@ struct Args {
   bool shared_apart = false;
   bool all = false;
   bool all_first_only = false;
+  bool strand = false;
+  bool check_stalls = false;
+  bool expect_stall = false;
   std::string register_mode = "fenced";
   int register_port = 0;
   std::string writes;
@@ -243,6 +253,18 @@ Args parse_args(int argc, char** argv) {
     }
     if (opt == "--all") {
       a.all = true;
+      continue;
+    }
+    if (opt == "--strand") {
+      a.strand = true;
+      continue;
+    }
+    if (opt == "--check-stalls") {
+      a.check_stalls = true;
+      continue;
+    }
+    if (opt == "--expect-stall") {
+      a.expect_stall = true;
       continue;
     }
     if (opt == "--all-first-only") {
@@ -365,6 +387,7 @@ int worker_main(const Args& a) {
   config.shared_apart = a.shared_apart;
   config.all = a.all;
   config.all_first_only = a.all_first_only;
+  config.strand = a.strand;
   return run_worker(config);
 }
 
@@ -595,6 +618,7 @@ int parent_main(const Args& a) {
       if (a.shared_apart) args.emplace_back("--shared-apart");
       if (a.all) args.emplace_back("--all");
       if (a.all_first_only) args.emplace_back("--all-first-only");
+      if (a.strand) args.emplace_back("--strand");
       w.pid = spawn(self, args);
       workers.push_back(w);
     }
@@ -654,7 +678,7 @@ int parent_main(const Args& a) {
     }
   }
 
-  const Summary summary = summarize(records, writes, schedule, a.permits);
+  const Summary summary = summarize(records, writes, schedule, a.permits, a.ttl / 2);
   print_text(stdout, run, summary, schedule, a.list_faults);
   if (malformed > 0) std::printf("malformed record lines: %zu\n", malformed);
 
@@ -685,6 +709,12 @@ int parent_main(const Args& a) {
                   " stale writes accepted"
             : "FAIL (negative control): no stale write accepted, so this run shows the checker could miss "
               "one";
+  } else if (a.expect_stall) {
+    status = summary.stalls > 0 ? 0 : 1;
+    verdict =
+        summary.stalls > 0
+            ? "PASS (negative control): the checker caught " + std::to_string(summary.stalls) + " stalls"
+            : "FAIL (negative control): no stall found, so this run shows the checker could miss one";
   } else if (a.expect_overlap) {
     status = summary.overlaps > 0 ? 0 : 1;
     verdict =
@@ -716,6 +746,9 @@ int parent_main(const Args& a) {
     if (mode == Mode::restart && a.quarantine.count() == 0) {
       verdict += " (expected: empty restarts are safe only with --quarantine-ms)";
     }
+  } else if (a.check_stalls && summary.stalls > 0) {
+    status = 1;
+    verdict = "FAIL: " + std::to_string(summary.stalls) + " stalls (a resource held by nobody who knew it)";
   } else if (summary.token_inversions > 0 && !beyond_assumptions) {
     status = 1;
     verdict = "FAIL: " + std::to_string(summary.token_inversions) +

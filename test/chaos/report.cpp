@@ -191,8 +191,41 @@ void check_writes(const std::vector<Record>& records, const std::vector<Write>& 
 
 }  // namespace
 
+// The liveness check (Summary::stalls): per resource, the spans no recorded
+// hold covers, against the calls that waited through them.
+void check_stalls(const std::vector<Record>& records, const FaultSchedule& schedule,
+                  Clock::duration stall_after, Summary& s) {
+  std::map<int, std::vector<std::pair<Clock::time_point, Clock::time_point>>> holds;
+  std::map<int, std::vector<const Record*>> waits;
+  for (const Record& r : records) {
+    waits[r.resource].push_back(&r);
+    if (r.acquired()) holds[r.resource].emplace_back(r.returned, std::max(r.left, r.returned));
+  }
+  for (auto& [resource, list] : waits) {
+    auto& held = holds[resource];
+    std::sort(held.begin(), held.end());
+    // The free spans: between the end of what was held so far and the next grant.
+    std::vector<std::pair<Clock::time_point, Clock::time_point>> free;
+    Clock::time_point covered{};
+    for (const auto& [from, to] : held) {
+      if (covered != Clock::time_point{} && from > covered) free.emplace_back(covered, from);
+      covered = std::max(covered, to);
+    }
+    for (const auto& [from, to] : free) {
+      for (const Record* w : list) {
+        const auto start = std::max(from, w->called);
+        const auto end = std::min(to, w->returned);
+        if (end - start <= stall_after || !schedule.majority_healthy(start, end)) continue;
+        ++s.stalls;
+        s.longest_stall = std::max(s.longest_stall, end - start);
+        break;  // one stall per free span
+      }
+    }
+  }
+}
+
 Summary summarize(const std::vector<Record>& records, const std::vector<Write>& writes,
-                  const FaultSchedule& schedule, int permits) {
+                  const FaultSchedule& schedule, int permits, Clock::duration stall_after) {
   Summary s;
   s.errors = zeroed_errors();
   s.unlock_errors = zeroed_errors();
@@ -280,6 +313,7 @@ Summary summarize(const std::vector<Record>& records, const std::vector<Write>& 
   }
   check_writes(records, writes, s);
   if (permits > 0) check_permits(records, permits, s);
+  if (permits == 0) check_stalls(records, schedule, stall_after, s);
   return s;
 }
 
@@ -336,6 +370,13 @@ void print_text(std::FILE* out, const RunInfo& run, const Summary& s, const Faul
                  std::chrono::duration<double, std::milli>(s.longest_overlap).count());
   }
   std::fprintf(out, "\n");
+  std::fprintf(out,
+               "stalls (a resource free of recorded holders for over the threshold while a call waited): %zu",
+               s.stalls);
+  if (s.stalls > 0)
+    std::fprintf(out, ", longest %.3f ms",
+                 std::chrono::duration<double, std::milli>(s.longest_stall).count());
+  std::fprintf(out, "\n");
   if (s.shared_overlaps > 0)
     std::fprintf(out, "shared holders beside one another (allowed): %zu\n", s.shared_overlaps);
   std::fprintf(out, "fencing tokens checked in grant order: %zu, inversions: %zu\n", s.tokens_checked,
@@ -377,8 +418,8 @@ std::string json_line(const RunInfo& run, const Summary& s, const FaultSchedule&
     << ",\"acquisitions\":" << s.acquisitions << ",\"errors\":" << map_json(s.errors)
     << ",\"unlock_errors\":" << map_json(s.unlock_errors) << ",\"overruns\":" << s.overruns
     << ",\"expired_on_return\":" << s.expired_on_return << ",\"overlaps\":" << s.overlaps
-    << ",\"shared_overlaps\":" << s.shared_overlaps << ",\"tokens_checked\":" << s.tokens_checked
-    << ",\"token_inversions\":" << s.token_inversions
+    << ",\"shared_overlaps\":" << s.shared_overlaps << ",\"stalls\":" << s.stalls
+    << ",\"tokens_checked\":" << s.tokens_checked << ",\"token_inversions\":" << s.token_inversions
     << ",\"p50_acquire_us\":" << optional_number(s.p50_acquire)
     << ",\"p99_acquire_us\":" << optional_number(s.p99_acquire)
     << ",\"p50_unlock_us\":" << optional_number(s.p50_unlock)

@@ -79,11 +79,19 @@ struct Summary {
   // and the grants that made them more than the permits.
   int most_holders = 0;
   std::size_t over_admissions = 0;
+  // Liveness: spans longer than the stall threshold in which a resource had
+  // no recorded holder while a call waited for it and a majority of masters
+  // was healthy: a lock held by nobody who knows it (a stranded lock).
+  // Not counted for --permits (each permit is its own lock).
+  std::size_t stalls = 0;
+  Clock::duration longest_stall{};
 };
 
 /// Merges every worker's records and register writes and checks them.
+/// `stall_after`: the liveness check's threshold (shorter than the ttl: a
+/// stranded lock blocks its resource for up to the ttl).
 Summary summarize(const std::vector<Record>& records, const std::vector<Write>& writes,
-                  const FaultSchedule& schedule, int permits);
+                  const FaultSchedule& schedule, int permits, Clock::duration stall_after);
 
 /// The human-readable lines.
 void print_text(std::FILE* out, const RunInfo& run, const Summary& summary, const FaultSchedule& schedule,

@@ -251,6 +251,7 @@ void contend(Redlock& redlock, const WorkerConfig& config, int thread, RecordFil
   std::uniform_int_distribution<int> pick_resource(0, config.resources - 1);
   std::uniform_int_distribution<int> pick_reader(0, 2);
   std::uniform_int_distribution<int> coin(0, 1);
+  std::uniform_int_distribution<int> strand(0, 3);
   // Holders keep the lock for a good part of its validity: that is when a
   // broken lock lets a second holder in while the first is still inside.
   std::uniform_real_distribution<double> hold_fraction(0.3, 0.7);
@@ -285,6 +286,12 @@ void contend(Redlock& redlock, const WorkerConfig& config, int thread, RecordFil
     };
     r.returned = Clock::now();
     r.error = code_of(lock.error());
+    if (lock && config.strand && strand(rng) == 0) {
+      // Won on the masters, told otherwise, as a cancel that did not release.
+      r.error = code_of(make_error_code(errc::canceled));
+      out.write(r);
+      continue;
+    }
     if (lock) {
       r.fencing_token = lock->fencing_token;
       r.permit = lock->permit;

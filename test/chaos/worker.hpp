@@ -48,6 +48,9 @@ struct WorkerConfig {
   /// The control: the two-resource calls take only the first, so they
   /// overlap holders of the second.
   bool all_first_only = false;
+  /// The liveness control: one acquisition in four is left held on the
+  /// masters, recorded as canceled and never unlocked.
+  bool strand = false;
   /// The control: the same semaphore built as a counter per master
   /// (counter_semaphore.hpp), which over-admits.
   bool counter_semaphore = false;
