@@ -6,13 +6,12 @@
 // a master or none there, so no caller ever holds some resources and waits
 // for others: callers naming them in opposite orders cannot deadlock.
 //
-// Between attempts the call waits in the line of each of its resources in
-// this Client (Waiters), and attempts only when first in all of them. Lines
-// are first come, first served and a call joins all of its lines at once, so
-// the calls ahead of it in one line are ahead in every line they share:
-// waiting is never circular. A refused attempt listens to the release
-// channels of the resources, and the call wakes on any of their releases,
-// or after retry_delay + jitter, or at its deadline.
+// Between attempts the call watches the release channels of its resources
+// (Waiters::watch) and wakes on a release of any of them, at the moment the
+// holders' keys expire on enough masters, after retry_delay + jitter, or at
+// its deadline. It does not join the resources' lines in its Client: a
+// single-resource waiter behind it on a free resource would wait for a call
+// that waits for another resource.
 
 #include <uv.h>
 
@@ -36,11 +35,14 @@ class AllHost {
  public:
   using Answer = std::function<void(std::error_code, Lock)>;
   virtual ~AllHost() = default;
-  /// One attempt at `lock` (resources, value), not counted in the stats. Its id.
-  virtual std::uint64_t attempt_all(Lock lock, std::chrono::milliseconds ttl, Answer answer) = 0;
+  /// One attempt at `lock` (resources, value), not counted in the stats;
+  /// `marks_writer` for a call that waits. A refusal that knows when the
+  /// holders' keys expire on enough masters tells `free_in_ms` first. Its id.
+  virtual std::uint64_t attempt_all(Lock lock, std::chrono::milliseconds ttl, bool marks_writer,
+                                    Answer answer, std::function<void(long long free_in_ms)> free_in_ms) = 0;
   /// Client::cancel of that attempt.
   virtual void cancel_attempt(std::uint64_t id) = 0;
-  virtual Waiters& lines() = 0;
+  virtual Waiters& waiters_of_client() = 0;
   virtual uv_loop_t* event_loop() const = 0;
   /// retry_delay + a random share of retry_jitter.
   virtual std::chrono::milliseconds pause() = 0;
@@ -63,30 +65,31 @@ class AllCall : public std::enable_shared_from_this<AllCall> {
   AllCall& operator=(const AllCall&) = delete;
 
   void start();
-  /// Client::cancel: answered errc::canceled (what an attempt in flight wins
-  /// is released by that attempt's own cancel).
+  /// Client::cancel: answered errc::canceled on a later turn (what an
+  /// attempt in flight wins is released by that attempt's own cancel).
   void cancel();
-  /// The Client is closing: answered errc::closed at once, out of every line.
+  /// The Client is closing: answered errc::closed on a later turn.
   void close();
 
  private:
-  // Its place in one resource's line.
-  struct Place final : Waiters::Waiter {
-    Place(AllCall& call, std::string key) : call(call), key(std::move(key)) {}
+  // Hears the releases of one resource.
+  struct Watch final : Waiters::Waiter {
+    Watch(AllCall& call, std::string key) : call(call), key(std::move(key)) {}
     void wake(std::string_view message) override;
     void recheck() override { call.woken(); }
     AllCall& call;
     std::string key;
-    bool woken_by_queue = false;  // the gate's queue woke this Client for key: passed on when we leave
   };
 
   void woken();
-  bool first_everywhere() const;
   void attempt();
   void on_answer(std::error_code error, Lock lock);
   void sleep(std::uint64_t ms);
-  void answer(std::error_code error, Lock lock);
-  void leave_lines();
+  /// `later`: post the answer (the caller's own call, cancel(), close());
+  /// otherwise we are on a later turn already and answer now, so a lock is
+  /// never handed over a turn after its validity was checked.
+  void answer(std::error_code error, Lock lock, bool later = false);
+  void unwatch();
   std::uint64_t left_ms() const;
 
   AllHost& host_;
@@ -96,10 +99,11 @@ class AllCall : public std::enable_shared_from_this<AllCall> {
   std::uint64_t deadline_;  // uv_now() ms
   bool once_;               // wait 0: one attempt
   AllHost::Answer answer_;
-  std::vector<std::unique_ptr<Place>> places_;
+  std::vector<std::unique_ptr<Watch>> watches_;
   Timer timer_;
   std::uint64_t in_flight_ = 0;  // the attempt's id, 0 when none
   bool woken_in_flight_ = false;
+  long long free_in_ms_ = -1;  // the last refusal's: when the holders' keys expire
   bool canceled_ = false;
   bool tried_ = false;
   std::error_code last_;

@@ -36,8 +36,11 @@ constexpr milliseconds max_ttl{std::numeric_limits<std::int32_t>::max()};
 constexpr milliseconds max_wait{std::int64_t{1} << 53};
 // A semaphore is that many locks: beyond this it is a caller's bug.
 constexpr int max_permits = 10000;
-// lock_all: every resource is a key in each script call.
+// lock_all: every resource is a key in each script call, four times over in
+// the acquire: a command of a few hundred KB at most, well within a
+// command_timeout.
 constexpr std::size_t max_resources = 1000;
+constexpr std::size_t max_resource_bytes = std::size_t{64} * 1024;
 
 }  // namespace
 
@@ -92,7 +95,7 @@ class Client::Impl final : public Context, public PermitHost, public AllHost {
   std::uint64_t run(Operation::Kind kind, Lock lock, milliseconds ttl, int attempts, Operation::Callback cb,
                     std::optional<milliseconds> wait = std::nullopt,
                     std::optional<milliseconds> budget = std::nullopt, bool counted = true,
-                    bool marks_writer = false) {
+                    bool marks_writer = false, std::function<void(long long)> told_free_in = nullptr) {
     const std::uint64_t id = ++last_id_;
     if (!cb) cb = [](std::error_code, const Lock&) {};
     errc refused{};
@@ -112,6 +115,7 @@ class Client::Impl final : public Context, public PermitHost, public AllHost {
     auto op = std::make_shared<Operation>(*this, kind, std::move(lock), ttl, attempts, std::move(cb));
     op->counted = counted;
     op->marks_writer = marks_writer;
+    op->told_free_in = std::move(told_free_in);
     Operation& started = *op;
     std::uint64_t now = uv_now(loop);
     if (wait) started.wait_until(now + static_cast<std::uint64_t>(std::min(*wait, max_wait).count()), true);
@@ -189,15 +193,16 @@ class Client::Impl final : public Context, public PermitHost, public AllHost {
   }
 
   // AllHost
-  std::uint64_t attempt_all(Lock lock, milliseconds ttl, AllHost::Answer answer) override {
+  std::uint64_t attempt_all(Lock lock, milliseconds ttl, bool marks_writer, AllHost::Answer answer,
+                            std::function<void(long long)> free_in_ms) override {
     return run(Operation::Kind::acquire, std::move(lock), ttl, 1, std::move(answer), std::nullopt,
-               std::nullopt, false, true);
+               std::nullopt, false, marks_writer, std::move(free_in_ms));
   }
   void cancel_attempt(std::uint64_t id) override { cancel(id); }
   void writer_gone(const std::string& key, const std::string& value) override {
     Operation::writer_gone(*this, key, value);
   }
-  Waiters& lines() override { return waiters; }
+  Waiters& waiters_of_client() override { return waiters; }
   uv_loop_t* event_loop() const override { return loop; }
   void post_answer(std::function<void()> fn) override { post(std::move(fn)); }
   void all_call_done(std::uint64_t id, std::error_code error) override {
@@ -258,6 +263,10 @@ class Client::Impl final : public Context, public PermitHost, public AllHost {
   std::weak_ptr<const bool> host_alive() const override { return alive(); }
 
   bool closed() const { return closed_; }
+  // The Lock's own checks (as unlock makes them; its ttl is keep's to judge).
+  bool keepable(const Lock& lock) const {
+    return invalid_argument(Operation::Kind::unlock, lock, milliseconds{1}).empty();
+  }
 
   void close(std::function<void()> cb) {
     // Answers posted while closing share one Deferred, so they run in order.
@@ -362,11 +371,14 @@ class Client::Impl final : public Context, public PermitHost, public AllHost {
     std::sort(sorted.begin(), sorted.end());
     if (std::adjacent_find(sorted.begin(), sorted.end()) != sorted.end())
       return "resource '" + *std::adjacent_find(sorted.begin(), sorted.end()) + "' is named twice";
+    std::size_t bytes = 0;
     for (const std::string& resource : resources) {
       if (resource.empty()) return "a resource is empty";
-      if (options.key_prefix.size() + resource.size() > max_key_bytes)
-        return "key_prefix + a resource is more than " + std::to_string(max_key_bytes) + " bytes";
+      bytes += options.key_prefix.size() + resource.size();
     }
+    if (bytes > max_resource_bytes)
+      return "key_prefix + the resources are " + std::to_string(bytes) + " bytes in all, more than " +
+             std::to_string(max_resource_bytes);
     return {};
   }
 
@@ -527,9 +539,12 @@ void Client::continue_lock(const Lock& lock, milliseconds ttl, LockCallback cb) 
 }
 
 void Client::keep(const Lock& lock, KeepOptions options, LostCallback on_lost, RenewedCallback on_renewed) {
-  if (impl_->closed()) {
-    impl_->post([on_lost = std::move(on_lost)] {
-      if (on_lost) on_lost(make_error_code(errc::closed));
+  errc refused = impl_->closed() ? errc::closed : errc{};
+  // A Lock no lock call gave (the checks extend makes) is never kept.
+  if (refused == errc{} && !impl_->keepable(lock)) refused = errc::invalid_argument;
+  if (refused != errc{}) {
+    impl_->post([on_lost = std::move(on_lost), refused] {
+      if (on_lost) on_lost(make_error_code(refused));
     });
     return;
   }

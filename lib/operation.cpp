@@ -536,6 +536,7 @@ void Operation::attempt_failed(errc error, const Outcome* outcome, bool release)
   // Keys of an attempt that reached no majority were no lock: their release
   // is marked partial (see wake()).
   if (release) release_everywhere(lock_.value, outcome == nullptr || !outcome->reached);
+  if (told_free_in && outcome && outcome->free_in_ms >= 0) told_free_in(outcome->free_in_ms);
   last_error_ = error;
   if (attempts_left_ <= 0) {
     finish(error);

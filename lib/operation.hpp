@@ -112,6 +112,9 @@ class Operation final : public Waiters::Waiter {
   /// A lock_all attempt of a call that waits between attempts: where shared
   /// holders refuse it, it marks a writer waiting.
   bool marks_writer = false;
+  /// Told, before the answer, when a refused attempt learned how long until
+  /// the holders' keys expire on enough masters (lock_all's own waiting).
+  std::function<void(long long free_in_ms)> told_free_in;
   /// The client is closing: release what a round in flight may take, answer
   /// errc::closed, do nothing more.
   void cancel();

@@ -97,9 +97,24 @@ void Waiters::leave(const std::string& key, Waiter& waiter, bool woken_by_queue)
   idle(key);
 }
 
+void Waiters::watch(const std::string& key, Waiter& watcher) {
+  watchers_[key].push_back(&watcher);
+}
+
+void Waiters::unwatch(const std::string& key, Waiter& watcher) {
+  auto it = watchers_.find(key);
+  if (it == watchers_.end()) return;
+  auto& list = it->second;
+  list.erase(std::remove(list.begin(), list.end(), &watcher), list.end());
+  if (!list.empty()) return;
+  watchers_.erase(it);
+  if (lines_.count(key) == 0) idle(key);
+}
+
 // Nothing needs `key`'s release channel now: unsubscribe after the linger,
 // unless a waiter listens again meanwhile.
 void Waiters::idle(const std::string& key) {
+  if (watchers_.count(key) != 0) return;
   auto sub = subscribed_.find(key);
   if (sub == subscribed_.end() || sub->second.idle_since != 0) return;
   sub->second.idle_since = std::max<std::uint64_t>(uv_now(loop_), 1);
@@ -317,9 +332,29 @@ void Waiters::on_subscribed(std::string_view channel) {
   std::string key = keys::lock_of_channel(channel);
   auto sub = subscribed_.find(key);
   if (sub == subscribed_.end() || std::exchange(sub->second.confirmed, true)) return;
+  tell_watchers(key, {});
   // Queued meanwhile: the queue wakes it for any release from now on.
   auto it = lines_.find(key);
   if (it != lines_.end() && !it->second.queue.empty() && !is_queued(key)) it->second.queue.front()->recheck();
+}
+
+// Each watcher of `key` hears `message` (empty: check again, the
+// subscription is confirmed). A watcher may unwatch while told: each is
+// told only while it still watches.
+void Waiters::tell_watchers(const std::string& key, std::string_view message) {
+  auto it = watchers_.find(key);
+  if (it == watchers_.end()) return;
+  std::vector<Waiter*> told = it->second;
+  for (Waiter* watcher : told) {
+    auto now = watchers_.find(key);
+    if (now == watchers_.end()) return;
+    if (std::find(now->second.begin(), now->second.end(), watcher) == now->second.end()) continue;
+    if (message.empty()) {
+      watcher->recheck();
+    } else {
+      watcher->wake(message);
+    }
+  }
 }
 
 void Waiters::on_message(const Master& subscriber, std::string_view channel, std::string_view message) {
@@ -332,6 +367,7 @@ void Waiters::on_message(const Master& subscriber, std::string_view channel, std
   // Another owner unlocked it after us: the others had their turn.
   auto yield = yields_.find(key);
   if (yield != yields_.end() && !is_partial(message) && yield->second.value != message) yields_.erase(yield);
+  tell_watchers(key, message);
   // Queued: the queue wakes us in turn; waking for every release is the herd.
   if (is_queued(key)) return;
   wake_first(key, message);
@@ -369,6 +405,7 @@ void Waiters::wake_first(const std::string& key, std::string_view message) {
 
 void Waiters::close() {
   lines_.clear();
+  watchers_.clear();
   wake_confirmed_.clear();
   subscribed_.clear();
   linger_.close();

@@ -73,6 +73,11 @@ class Waiters {
   /// master confirms the subscription the first in line is woken to try again.
   void listen(const std::string& key);
   bool first_in_line(const std::string& key, const Waiter& waiter) const;
+  /// Tells `watcher` of every release of `key` heard, outside the line (a
+  /// lock_all, which waits for several keys and must not hold up the line
+  /// of any), until unwatch(). It stays subscribed meanwhile once listen()ed.
+  void watch(const std::string& key, Waiter& watcher);
+  void unwatch(const std::string& key, Waiter& watcher);
 
   /// The gate master of `key`: the voting master ranked highest for it
   /// (rendezvous hashing); null when none votes.
@@ -143,6 +148,7 @@ class Waiters {
   void on_wake_subscribed(const Master& subscriber);
   void resubscribe(Master& subscriber);
   void wake_first(const std::string& key, std::string_view message);
+  void tell_watchers(const std::string& key, std::string_view message);
   void pass_wake_on(const Master& gate, const std::string& key);
 
   uv_loop_t* loop_;
@@ -151,6 +157,7 @@ class Waiters {
   const std::vector<std::unique_ptr<Master>>& masters_;
   const std::string wake_channel_;
   std::unordered_map<std::string, Line> lines_;
+  std::unordered_map<std::string, std::vector<Waiter*>> watchers_;
   struct Yield {
     std::uint64_t until;  // uv_now() ms
     std::string value;    // the value we released

@@ -200,3 +200,115 @@ TEST_CASE("lock_all refuses bad resource lists with invalid_argument", "[all]") 
   }
   REQUIRE(loop.close());
 }
+
+TEST_CASE("a waiting lock_all holds up no single-resource waiter of its Client on a free resource", "[all]") {
+  Cluster masters(3);
+  LoopFixture loop;
+  {
+    Client c(loop.get(), masters.options());
+    Answer y = try_lock(loop, c, "y", 30s);
+    REQUIRE_FALSE(y.error);
+    Call both(c, {"x", "y"}, 10s, 20s);  // waits for y
+    (void)loop.run_until([&] { return both.done(); }, 100ms);
+    REQUIRE_FALSE(both.done());
+    auto asked = steady::now();
+    Answer x = await_answer(loop, [&](Client::LockCallback cb) { c.lock("x", 10s, 5s, std::move(cb)); });
+    REQUIRE_FALSE(x.error);
+    CHECK(steady::now() - asked < 1s);
+    CHECK_FALSE(unlock(loop, c, x.lock));
+    CHECK_FALSE(unlock(loop, c, y.lock));
+    REQUIRE(loop.run_until([&] { return both.done(); }, 5s));
+    CHECK_FALSE(both.answer->error);
+    if (!both.answer->error) CHECK_FALSE(unlock(loop, c, both.answer->lock));
+    c.close(nullptr);
+  }
+  REQUIRE(loop.close());
+}
+
+TEST_CASE("a lock_all waiting for a lock that is never released wakes when its keys expire", "[all]") {
+  Cluster masters(3);
+  Options options = masters.options();
+  options.retry_delay = 3s;  // the fallback timer far off
+  options.retry_jitter = 0ms;
+  LoopFixture loop;
+  {
+    Client holder(loop.get(), options);
+    Client waiter(loop.get(), options);
+    Answer brief = try_lock(loop, holder, "r", 300ms);
+    REQUIRE_FALSE(brief.error);
+    auto asked = steady::now();
+    Call call(waiter, {"q", "r"}, 10s, 10s);
+    REQUIRE(loop.run_until([&] { return call.done(); }, 5s));
+    REQUIRE_FALSE(call.answer->error);
+    CHECK(steady::now() - asked < 1500ms);  // about the holder's 300 ms, not the 3 s fallback
+    CHECK_FALSE(unlock(loop, waiter, call.answer->lock));
+    holder.close(nullptr);
+    waiter.close(nullptr);
+  }
+  REQUIRE(loop.close());
+}
+
+TEST_CASE("a lock_all answer is never a Lock whose validity has run out", "[all]") {
+  Cluster masters(3);
+  LoopFixture loop;
+  {
+    Client c(loop.get(), masters.options());
+    Redlock other(masters.options());
+    int answered = 0;
+    bool expired_handed_over = false;
+    bool other_got_it = false;
+    for (int round = 0; round < 5; ++round) {
+      std::string name = "stale-" + std::to_string(round);
+      c.lock_all({name}, 100ms, 0ms, [&, name](std::error_code e, Lock l) {
+        ++answered;
+        if (e) return;
+        if (!l.valid()) expired_handed_over = true;
+        if (Result<Lock> second = other.try_lock(name, 10s)) {
+          other_got_it = l.valid();
+          (void)other.unlock(*second);
+        }
+      });
+      // A callback that keeps the loop busy past the lock_all's ttl.
+      c.try_lock("busy-" + std::to_string(round), 10s, [](std::error_code, const Lock&) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(300));
+      });
+      REQUIRE(loop.run_until([&] { return answered == round + 1; }, 5s));
+    }
+    CHECK_FALSE(expired_handed_over);
+    CHECK_FALSE(other_got_it);
+    c.close(nullptr);
+  }
+  REQUIRE(loop.close());
+}
+
+TEST_CASE(
+    "a lock_all that does not wait marks no writer waiting; too large a list and a forged Lock are refused",
+    "[all]") {
+  Cluster masters(3);
+  LoopFixture loop;
+  {
+    Client c(loop.get(), masters.options());
+    Answer reading = await_answer(loop, [&](Client::LockCallback cb) { c.try_lock_shared("s", 10s, cb); });
+    REQUIRE_FALSE(reading.error);
+    CHECK(lock_all(loop, c, {"s", "t"}, 10s, 0ms).error == errc::not_acquired);
+    CHECK(masters[0].command({"EXISTS", "{s}:writer-waiting"}) == "0");
+    Answer second = await_answer(loop, [&](Client::LockCallback cb) { c.try_lock_shared("s", 10s, cb); });
+    CHECK_FALSE(second.error);
+
+    std::vector<std::string> big;
+    for (int i = 0; i < 100; ++i) big.push_back(std::string(1000, 'a') + std::to_string(i));
+    CHECK(lock_all(loop, c, big, 10s, 0ms).error == errc::invalid_argument);
+
+    Lock forged{"k", "00000000000000000000000000000000:1:me"};
+    forged.resources = {"k", "k"};
+    forged.ttl = 3s;
+    std::vector<std::error_code> lost;
+    c.keep(forged, {}, [&](std::error_code e) { lost.push_back(e); });
+    REQUIRE(loop.run_until([&] { return !lost.empty(); }, 2s));
+    CHECK(lost == std::vector<std::error_code>{make_error_code(errc::invalid_argument)});
+    CHECK_FALSE(unlock(loop, c, reading.lock));
+    if (!second.error) CHECK_FALSE(unlock(loop, c, second.lock));
+    c.close(nullptr);
+  }
+  REQUIRE(loop.close());
+}

@@ -108,9 +108,11 @@ class REDLOCK_API Client {
   /// never deadlock. The Lock's `resources` lists them in the order given,
   /// and `resource` is the first; extend, continue_lock, keep, unlock and
   /// fencing (one token, above every earlier token of each resource) cover
-  /// all of them. It waits as lock() does, woken by a release of any of
-  /// them, but does not queue at the resources' gates: under steady
-  /// contention single-resource waiters go first. errc::timeout when some
+  /// all of them. Between attempts it sleeps until a release of any of them,
+  /// the holders' keys expiring on enough masters, retry_delay + jitter or
+  /// the deadline; it neither joins this Client's lines per resource nor
+  /// queues at their gates, so under steady contention single-resource
+  /// waiters go first. The names with key_prefix are 64 KiB at most in all. errc::timeout when some
   /// stayed held until the deadline (errc::not_acquired for wait 0, a
   /// single attempt). Returns the call's id for cancel().
   CallId lock_all(std::vector<std::string> resources, milliseconds ttl, milliseconds wait, LockCallback cb);
