@@ -277,6 +277,24 @@ TEST_CASE("redlock run --permits N: at most N inside, each told its permit", "[c
   CHECK(held_nowhere(masters, "{pool}:permit:1"));
 }
 
+TEST_CASE("redlock run --also takes several resources, all or none", "[cli]") {
+  Cluster masters(3);
+  Dir dir;
+  REQUIRE(::mkfifo((dir / "fifo").c_str(), 0600) == 0);
+  std::vector<std::string> args = {"--also", "b", "--also", "c", "a"};
+  for (auto& a : blocking_cmd(dir / "ready", dir / "fifo")) args.push_back(a);
+  Command both(command_line("run", masters, args));
+  REQUIRE(eventually([&] { return has_line(dir / "ready"); }, 10s));
+  std::string value = read_file(dir / "ready");
+  value.pop_back();
+  for (const char* key : {"{a}", "{b}", "{c}"}) CHECK(holders(masters, key, value) == 3);
+  Command other(command_line("run", masters, {"-n", "c", "--", "true"}));
+  CHECK(other.wait(10s) == 1);
+  REQUIRE(release_reader(dir / "fifo"));
+  CHECK(both.wait(10s) == 0);
+  for (const char* key : {"{a}", "{b}", "{c}"}) CHECK(held_nowhere(masters, key));
+}
+
 TEST_CASE("-n and -w give the conflict status while another holds the lock", "[cli]") {
   Cluster masters(3);
   Dir dir;

@@ -287,6 +287,10 @@ TEST_CASE("bad input is one line naming what is wrong", "[cli][args]") {
       {{"run", "-m", uri, "--permits", "10001", "jobs", "--", "true"},
        "--permits wants a number from 1 to 10000, not '10001'",
        Verb::run},
+      {{"run", "-m", uri, "--also", "b", "--shared", "a", "--", "true"},
+       "--also goes with neither --shared nor --permits",
+       Verb::run},
+      {{"run", "-m", uri, "--also", "", "a", "--", "true"}, "--also must not be empty", Verb::run},
       {{"acquire", "-m", uri, "--permits", "2", "jobs"},
        "unknown option '--permits' for 'redlock acquire'",
        Verb::acquire},
@@ -462,11 +466,28 @@ TEST_CASE("a password from --password-file or REDLOCK_PASSWORD, for masters whos
 }
 
 TEST_CASE("each command's help lists exactly the options it takes", "[cli][args]") {
-  const std::vector<std::string> names = {
-      "ttl",          "nonblock",      "wait",   "conflict-exit-code", "kill-after",      "fencing",
-      "json",         "verbose",       "master", "connect-timeout",    "command-timeout", "key-prefix",
-      "quarantine",   "password-file", "tls-ca", "tls-cert",           "tls-key",         "tls-server-name",
-      "tls-insecure", "shared",        "permits"};
+  const std::vector<std::string> names = {"ttl",
+                                          "nonblock",
+                                          "wait",
+                                          "conflict-exit-code",
+                                          "kill-after",
+                                          "fencing",
+                                          "json",
+                                          "verbose",
+                                          "master",
+                                          "connect-timeout",
+                                          "command-timeout",
+                                          "key-prefix",
+                                          "quarantine",
+                                          "password-file",
+                                          "tls-ca",
+                                          "tls-cert",
+                                          "tls-key",
+                                          "tls-server-name",
+                                          "tls-insecure",
+                                          "shared",
+                                          "permits",
+                                          "also"};
   for (Verb verb : {Verb::run, Verb::acquire, Verb::extend, Verb::release, Verb::status}) {
     std::string help = help_text(verb);
     std::string verb_name = help.substr(std::string("usage: redlock ").size());

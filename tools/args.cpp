@@ -95,6 +95,7 @@ enum class Id {
   owner,
   shared,
   permits,
+  also,
 };
 
 struct Flag {
@@ -129,6 +130,7 @@ constexpr Flag flags[] = {
     {Id::owner, "owner", '\0', true, in_run | in_acquire},
     {Id::shared, "shared", '\0', false, in_run | in_acquire | in_extend | in_release},
     {Id::permits, "permits", '\0', true, in_run},
+    {Id::also, "also", '\0', true, in_run},
 };
 
 // The flag `arg` names (--long or -s) among those `verbs` take.
@@ -314,6 +316,10 @@ void apply(Invocation& inv, const Flag& f, std::string_view value) {
     case Id::permits:
       inv.permits = parse_permits(value, verb);
       break;
+    case Id::also:
+      if (value.empty()) throw UsageError(verb, "--also must not be empty");
+      inv.also.emplace_back(value);
+      break;
   }
 }
 
@@ -384,6 +390,8 @@ void check_options(Invocation& inv, const Environment& env) {
   Verb verb = inv.verb;
   if (inv.no_wait && inv.wait) throw UsageError(verb, "-n and -w cannot be used together");
   if (inv.shared && inv.permits > 0) throw UsageError(verb, "--shared and --permits cannot be used together");
+  if (!inv.also.empty() && (inv.shared || inv.permits > 0))
+    throw UsageError(verb, "--also goes with neither --shared nor --permits");
   if (inv.no_wait) inv.wait = milliseconds{0};
   if (inv.options.masters.empty() && env.masters != nullptr) add_masters_from(env.masters, inv.options, verb);
   if (inv.options.masters.empty()) throw UsageError(verb, "no masters: give -m URI or set REDLOCK_MASTERS");
@@ -648,7 +656,9 @@ std::string help_text(Verb verb) {
           "  --shared                 a shared (read) lock: held beside other shared\n"
           "                           holders, never beside an exclusive one\n"
           "  --permits N              one of N permits of RESOURCE: at most N holders\n"
-          "                           at once (REDLOCK_PERMIT says which)\n";
+          "                           at once (REDLOCK_PERMIT says which)\n"
+          "  --also NAME              take NAME too, with RESOURCE, all or none (repeat\n"
+          "                           it for more); never deadlocks, whatever the order\n";
       break;
     case Verb::acquire:
       text +=

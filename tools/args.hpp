@@ -60,6 +60,8 @@ struct Invocation {
   bool shared = false;
   /// run: one of this many permits (Client::lock_permit); 0: the resource itself.
   int permits = 0;
+  /// run --also: more resources taken with RESOURCE, all or none (Client::lock_all).
+  std::vector<std::string> also;
   /// --password-file: where the masters' password is (first line).
   std::string password_file;
 };

@@ -54,7 +54,7 @@ _redlock() {
       return
       ;;
     --ttl | -w | --wait | -E | --conflict-exit-code | --kill-after | --connect-timeout | \
-      --command-timeout | --key-prefix | --quarantine | --tls-server-name | --owner | --permits)
+      --command-timeout | --key-prefix | --quarantine | --tls-server-name | --owner | --permits | --also)
       return # a value of the user's own
       ;;
   esac
@@ -71,7 +71,7 @@ _redlock() {
     help)
       ((COMP_CWORD == verb_at + 1)) && words='run acquire extend release status'
       ;;
-    run) words="$common --ttl --nonblock -n --wait -w --conflict-exit-code -E --verbose -v --kill-after --fencing --owner --shared --permits --" ;;
+    run) words="$common --ttl --nonblock -n --wait -w --conflict-exit-code -E --verbose -v --kill-after --fencing --owner --shared --permits --also --" ;;
     acquire) words="$common --ttl --nonblock -n --wait -w --conflict-exit-code -E --verbose -v --fencing --owner --shared" ;;
     extend) words="$common --ttl --shared" ;;
     release) words="$common --shared" ;;

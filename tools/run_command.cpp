@@ -114,7 +114,11 @@ class Runner {
     Client& client = session_.client();
     const bool once = inv_.wait && inv_.wait->count() == 0;
     const milliseconds wait = inv_.wait.value_or(milliseconds::max());
-    if (inv_.permits > 0) {
+    if (!inv_.also.empty()) {
+      std::vector<std::string> resources = {inv_.resource};
+      resources.insert(resources.end(), inv_.also.begin(), inv_.also.end());
+      client.lock_all(std::move(resources), inv_.ttl, once ? milliseconds{0} : wait, cb);
+    } else if (inv_.permits > 0) {
       client.lock_permit(inv_.resource, inv_.permits, inv_.ttl, once ? milliseconds{0} : wait, cb);
     } else if (inv_.shared && once) {
       client.try_lock_shared(inv_.resource, inv_.ttl, cb);
