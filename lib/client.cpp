@@ -578,6 +578,10 @@ Stats Client::stats() const {
   return impl_->stats();
 }
 
+Context& ClientAccess::context(Client& client) {
+  return *client.impl_;
+}
+
 void ClientAccess::on_lost(Client& client, std::function<void(const Lock&)> listener) {
   client.impl_->on_lost(std::move(listener));
 }

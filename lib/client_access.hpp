@@ -6,6 +6,8 @@
 
 namespace redlock {
 
+class Context;
+
 /// What the library's own layers above a Client may ask of it that users
 /// may not (the blocking facade's re-entry table).
 struct ClientAccess {
@@ -14,6 +16,9 @@ struct ClientAccess {
   /// continue_lock, a keep that ended, an extension answered too late),
   /// before that call's caller or on_lost hears of it.
   static void on_lost(Client& client, std::function<void(const Lock&)> listener);
+  /// The Client's shared state: its masters, Waiters, options and loop
+  /// (Election reads and writes beside its lock with them).
+  static Context& context(Client& client);
 };
 
 }  // namespace redlock

@@ -223,7 +223,8 @@ void Operation::try_now() {
   if (!context_.waiters.first_in_line(key_, *this)) return;
   std::uint64_t now = uv_now(context_.loop);
   std::uint64_t yield_until = context_.waiters.yield_until(key_);
-  if (yield_until > now) {
+  // (A wait that ends first still gets its attempt: wait 0 is one attempt.)
+  if (yield_until > now && (deadline_ == 0 || yield_until < deadline_)) {
     sleep(yield_until - now);
     return;
   }

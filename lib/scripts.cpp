@@ -591,6 +591,28 @@ const Script read_holder{
     4,
 };
 
+const Script proclaim{
+    "proclaim",
+    "if redis.call('get', KEYS[1]) ~= ARGV[1] then return 0 end\n"
+    "redis.call('set', KEYS[2], ARGV[2], 'PX', ARGV[3])\n"
+    "if ARGV[5] == '1' then redis.pcall('publish', ARGV[4], 'leader') end\n"
+    "return 1\n",
+    "da6752733ee5d19dfdbe8c275adf58cb5aa3ea84",
+    0,
+    1,
+    2,
+};
+
+const Script read_leader{
+    "read_leader",
+    "return {redis.call('get', KEYS[1]) or '', redis.call('pttl', KEYS[1]), redis.call('get', KEYS[2]) or "
+    "''}\n",
+    "1b11252cb87bda435c60d3e521abc86129a982d1",
+    0,
+    0,
+    2,
+};
+
 const Script unmark_writer{
     "unmark_writer",
     "if redis.call('del', KEYS[1]) == 0 then return 0 end\n"
@@ -606,11 +628,11 @@ const Script unmark_writer{
 #undef REDLOCK_MARK_WRITER_WAITING
 #undef REDLOCK_SHARED_MARK
 
-const std::array<const Script*, 25> all{
-    &unlock,       &unlock_and_wake, &acquire,       &acquire_or_queue, &wake_next,
-    &extend,       &continue_lock,   &renew,         &acquire_fenced,   &continue_fenced,
-    &fence,        &acquire_shared,  &unlock_shared, &extend_shared,    &continue_shared,
-    &fence_shared, &renew_shared,    &acquire_all,   &unlock_all,       &extend_all,
-    &continue_all, &fence_all,       &renew_all,     &read_holder,      &unmark_writer};
+const std::array<const Script*, 27> all{
+    &unlock,        &unlock_and_wake, &acquire,         &acquire_or_queue, &wake_next,    &extend,
+    &continue_lock, &renew,           &acquire_fenced,  &continue_fenced,  &fence,        &acquire_shared,
+    &unlock_shared, &extend_shared,   &continue_shared, &fence_shared,     &renew_shared, &acquire_all,
+    &unlock_all,    &extend_all,      &continue_all,    &fence_all,        &renew_all,    &read_holder,
+    &unmark_writer, &proclaim,        &read_leader};
 
 }  // namespace redlock::scripts

@@ -205,8 +205,21 @@ extern const Script read_holder;
 /// try again now. 1 when it deleted, else 0.
 extern const Script unmark_writer;
 
+// Election: beside the election's lock key, its "leader" helper says who
+// leads: "<lock value>\n<term>\n<id>\n<value>", written only where the lock
+// key holds the leader's value.
+
+/// KEYS[1] key, KEYS[2] its leader helper; ARGV[1] our lock value, ARGV[2]
+/// the record, ARGV[3] its ttl in ms, ARGV[4] a channel, ARGV[5] "1" to
+/// publish there: writes the record where the key holds our value (1), else 0.
+extern const Script proclaim;
+
+/// KEYS[1] key, KEYS[2] its leader helper: {the key's value or "", its
+/// PTTL, the record or ""}, changing nothing.
+extern const Script read_leader;
+
 /// Every script, in the order they are loaded on connect.
-extern const std::array<const Script*, 25> all;
+extern const std::array<const Script*, 27> all;
 
 }  // namespace scripts
 }  // namespace redlock

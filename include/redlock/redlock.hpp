@@ -5,6 +5,7 @@
 
 #include <redlock/blocking.hpp>
 #include <redlock/client.hpp>
+#include <redlock/election.hpp>
 #include <redlock/error.hpp>
 #include <redlock/export.hpp>
 #include <redlock/inspect.hpp>

@@ -1,0 +1,92 @@
+#pragma once
+
+/// @file
+/// Leader election on a name across the masters: Election and Leader.
+
+#include <redlock/client.hpp>
+#include <redlock/export.hpp>
+#include <redlock/options.hpp>
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <system_error>
+
+namespace redlock {
+
+/// What a quorum read says of an election.
+struct REDLOCK_API Leader {
+  /// False: too few masters answered, or they disagree, or a new leader has
+  /// not written who it is yet. Nothing else is meaningful then.
+  bool known = false;
+  /// Known, and someone leads.
+  bool present = false;
+  /// The leader's Election id, and the value it proclaimed last.
+  std::string id;
+  std::string value;
+  /// The fencing token of the leader's acquisition: strictly increasing over
+  /// successive leaders (0 when no one leads). Hand it to what the leader
+  /// writes to, as any fencing token.
+  std::uint64_t term = 0;
+};
+
+/// Leader election on `name`, on a Client's loop thread: one leader at a
+/// time, its term a fencing token. The election is the lock of the resource
+/// `name` (kept alive while leading) plus, beside it, who leads and the
+/// value it proclaimed, written only where its lock holds.
+///
+/// Callbacks as Client's: each exactly once (on_lost at most once, the
+/// observer for every change), on the loop thread, never inside the call.
+/// Destroying the Election stops observing, cancels a campaign and, if it
+/// leads, resigns (the lock is released); no callback runs after that.
+class REDLOCK_API Election {
+ public:
+  /// Answers campaign(): the Leader it became, or why not (errc::timeout
+  /// when `wait` ran out while another led).
+  using Elected = std::function<void(std::error_code, Leader)>;
+  /// Told once if leadership ends other than by resign() (Client::keep's
+  /// on_lost: not_held, unavailable, expired, closed).
+  using LostCallback = std::function<void(std::error_code)>;
+  using Done = std::function<void(std::error_code)>;
+  using LeaderCallback = std::function<void(std::error_code, Leader)>;
+  using ChangeCallback = std::function<void(const Leader&)>;
+
+  /// Throws std::invalid_argument when `name` or `id` is empty or `id` holds
+  /// a newline, when `ttl` is not positive, or when the Client was made
+  /// without Options::fencing (terms are fencing tokens).
+  Election(Client& client, std::string name, std::string id, milliseconds ttl);
+  ~Election();
+  Election(const Election&) = delete;
+  Election& operator=(const Election&) = delete;
+
+  /// Waits at most `wait` (woken by the leader's release, as lock() is)
+  /// until this candidate leads, writes who leads and `value`, and keeps
+  /// the leadership alive until resign(). errc::invalid_argument while it
+  /// already campaigns or leads.
+  void campaign(std::string value, milliseconds wait, Elected elected, LostCallback on_lost);
+  /// The leader changes its value, written where its lock still holds;
+  /// errc::not_held when this Election does not lead (or a majority no
+  /// longer holds its lock).
+  void proclaim(std::string value, Done cb);
+  /// Ends the leadership (the lock is released, so a waiting candidate is
+  /// elected about a round trip later), or a campaign still waiting
+  /// (its `elected` is answered errc::canceled). errc::not_held when it
+  /// neither leads nor campaigns.
+  void resign(Done cb);
+  /// One quorum read of who leads.
+  void leader(LeaderCallback cb);
+  /// Tells `on_change` of every change seen: a new leader, a proclaimed
+  /// value, no leader (released, expired, lost). Woken by the masters'
+  /// messages, and by the leader's expiry; never a lower term after a
+  /// higher one. Unknown states are not reported. One observer per
+  /// Election; another call replaces it.
+  void observe(ChangeCallback on_change);
+
+  class Impl;
+
+ private:
+  std::shared_ptr<Impl> impl_;
+};
+
+}  // namespace redlock

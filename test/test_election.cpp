@@ -1,0 +1,192 @@
+#include <catch2/catch.hpp>
+
+#include <redlock/redlock.hpp>
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "support/cluster.hpp"
+#include "support/loop.hpp"
+
+using namespace redlock;
+using namespace redlock::test;
+using namespace std::chrono_literals;
+using steady = std::chrono::steady_clock;
+
+namespace {
+
+Options fenced(const Cluster& masters) {
+  Options o = masters.options();
+  o.fencing = true;
+  return o;
+}
+
+struct Campaign {
+  std::shared_ptr<int> calls = std::make_shared<int>(0);
+  std::shared_ptr<std::error_code> error = std::make_shared<std::error_code>();
+  std::shared_ptr<Leader> leader = std::make_shared<Leader>();
+  std::shared_ptr<std::vector<std::error_code>> lost = std::make_shared<std::vector<std::error_code>>();
+
+  Campaign(Election& e, const std::string& value, milliseconds wait) {
+    e.campaign(
+        value, wait,
+        [calls = calls, error = error, leader = leader](std::error_code ec, Leader l) {
+          ++*calls;
+          *error = ec;
+          *leader = std::move(l);
+        },
+        [lost = lost](std::error_code ec) { lost->push_back(ec); });
+  }
+  bool done() const { return *calls > 0; }
+};
+
+std::error_code done_of(LoopFixture& loop, const std::function<void(Election::Done)>& call) {
+  auto answer = std::make_shared<std::optional<std::error_code>>();
+  call([answer](std::error_code e) { *answer = e; });
+  REQUIRE_FALSE(answer->has_value());  // never inside the call
+  REQUIRE(loop.run_until([&] { return answer->has_value(); }, 5s));
+  return **answer;
+}
+
+Leader read_leader(LoopFixture& loop, Election& e) {
+  auto answer = std::make_shared<std::optional<Leader>>();
+  e.leader([answer](std::error_code, Leader l) { *answer = std::move(l); });
+  REQUIRE(loop.run_until([&] { return answer->has_value(); }, 5s));
+  return **answer;
+}
+
+}  // namespace
+
+TEST_CASE("an election has one leader, its term a fencing token; resign hands over within a round trip",
+          "[election]") {
+  Cluster masters(3);
+  LoopFixture loop;
+  {
+    Client a(loop.get(), fenced(masters));
+    Client b(loop.get(), fenced(masters));
+    Election first(a, "scheduler", "node-a", 2s);
+    Election second(b, "scheduler", "node-b", 2s);
+    Campaign one(first, "a:8080", 0ms);
+    REQUIRE(loop.run_until([&] { return one.done(); }, 5s));
+    REQUIRE_FALSE(*one.error);
+    CHECK(one.leader->present);
+    CHECK(one.leader->id == "node-a");
+    CHECK(one.leader->term > 0);
+
+    Campaign two(second, "b:8080", 20s);
+    (void)loop.run_until([&] { return two.done(); }, 2500ms);  // past the ttl: kept alive
+    REQUIRE_FALSE(two.done());
+    Leader now = read_leader(loop, second);
+    CHECK(now.known);
+    CHECK(now.id == "node-a");
+    CHECK(now.value == "a:8080");
+    CHECK(now.term == one.leader->term);
+
+    auto resigned = steady::now();
+    CHECK_FALSE(done_of(loop, [&](Election::Done cb) { first.resign(std::move(cb)); }));
+    REQUIRE(loop.run_until([&] { return two.done(); }, 5s));
+    REQUIRE_FALSE(*two.error);
+    CHECK(steady::now() - resigned < 1s);
+    CHECK(two.leader->term > one.leader->term);
+    CHECK(one.lost->empty());  // a resign is no loss
+    CHECK(read_leader(loop, first).id == "node-b");
+    CHECK_FALSE(done_of(loop, [&](Election::Done cb) { second.resign(std::move(cb)); }));
+    Leader none = read_leader(loop, first);
+    CHECK(none.known);
+    CHECK_FALSE(none.present);
+    a.close(nullptr);
+    b.close(nullptr);
+  }
+  REQUIRE(loop.close());
+}
+
+TEST_CASE("proclaim changes the leader's value; a candidate that does not lead cannot", "[election]") {
+  Cluster masters(3);
+  LoopFixture loop;
+  {
+    Client a(loop.get(), fenced(masters));
+    Election leader(a, "scheduler", "node-a", 5s);
+    Election other(a, "scheduler", "node-x", 5s);
+    Campaign won(leader, "v1", 0ms);
+    REQUIRE(loop.run_until([&] { return won.done(); }, 5s));
+    REQUIRE_FALSE(*won.error);
+    CHECK_FALSE(done_of(loop, [&](Election::Done cb) { leader.proclaim("v2", std::move(cb)); }));
+    CHECK(read_leader(loop, other).value == "v2");
+    CHECK(done_of(loop, [&](Election::Done cb) { other.proclaim("mine", std::move(cb)); }) == errc::not_held);
+    CHECK(done_of(loop, [&](Election::Done cb) { other.resign(std::move(cb)); }) == errc::not_held);
+    CHECK(read_leader(loop, other).value == "v2");
+    CHECK_FALSE(done_of(loop, [&](Election::Done cb) { leader.resign(std::move(cb)); }));
+    a.close(nullptr);
+  }
+  REQUIRE(loop.close());
+}
+
+TEST_CASE("observe reports each change in term order: a leader, its value, no leader, and a lost leadership",
+          "[election]") {
+  Cluster masters(3);
+  LoopFixture loop;
+  {
+    Client a(loop.get(), fenced(masters));
+    Client watcher(loop.get(), fenced(masters));
+    Election candidate(a, "scheduler", "node-a", 1s);
+    Election observer(watcher, "scheduler", "observer", 1s);
+    std::vector<Leader> seen;
+    observer.observe([&](const Leader& l) { seen.push_back(l); });
+
+    Campaign won(candidate, "v1", 0ms);
+    REQUIRE(loop.run_until([&] { return won.done() && !seen.empty() && seen.back().present; }, 5s));
+    CHECK(seen.back().id == "node-a");
+    CHECK(seen.back().term == won.leader->term);
+
+    auto proclaimed = steady::now();
+    CHECK_FALSE(done_of(loop, [&](Election::Done cb) { candidate.proclaim("v2", std::move(cb)); }));
+    REQUIRE(loop.run_until([&] { return seen.back().value == "v2"; }, 5s));
+    CHECK(steady::now() - proclaimed < 500ms);  // woken by the message, not a poll
+
+    CHECK_FALSE(done_of(loop, [&](Election::Done cb) { candidate.resign(std::move(cb)); }));
+    REQUIRE(loop.run_until([&] { return !seen.back().present; }, 5s));
+
+    // A new term, then its keys flushed from every master: the leader hears
+    // its loss once, and the observer that nobody leads.
+    Campaign again(candidate, "v3", 0ms);
+    REQUIRE(loop.run_until([&] { return again.done() && seen.back().present; }, 5s));
+    REQUIRE_FALSE(*again.error);
+    CHECK(seen.back().term > won.leader->term);
+    for (std::size_t i = 0; i < masters.size(); ++i) masters[i].command({"FLUSHALL"});
+    REQUIRE(loop.run_until([&] { return !again.lost->empty() && !seen.back().present; }, 5s));
+    (void)loop.run_until([] { return false; }, 1500ms);
+    CHECK(again.lost->size() == 1);
+    for (std::size_t i = 1; i < seen.size(); ++i) {
+      if (seen[i].present && seen[i - 1].present) CHECK(seen[i].term >= seen[i - 1].term);
+    }
+    a.close(nullptr);
+    watcher.close(nullptr);
+  }
+  REQUIRE(loop.close());
+}
+
+TEST_CASE("an Election needs a fenced Client, a name and an id", "[election]") {
+  Cluster masters(1);
+  LoopFixture loop;
+  {
+    Client plain(loop.get(), masters.options());
+    Client with_fencing(loop.get(), fenced(masters));
+    CHECK_THROWS_AS(Election(plain, "x", "me", 1s), std::invalid_argument);
+    CHECK_THROWS_AS(Election(with_fencing, "", "me", 1s), std::invalid_argument);
+    CHECK_THROWS_AS(Election(with_fencing, "x", "a\nb", 1s), std::invalid_argument);
+    CHECK_THROWS_AS(Election(with_fencing, "x", "me", 0ms), std::invalid_argument);
+    Election fine(with_fencing, "x", "me", 1s);
+    Campaign twice_first(fine, "v", 0ms);
+    Campaign twice_second(fine, "v", 0ms);
+    REQUIRE(loop.run_until([&] { return twice_first.done() && twice_second.done(); }, 5s));
+    CHECK(*twice_second.error == errc::invalid_argument);
+    plain.close(nullptr);
+    with_fencing.close(nullptr);
+  }
+  REQUIRE(loop.close());
+}
