@@ -371,6 +371,10 @@ std::vector<MasterError> Redlock::master_errors() {
   return impl_->ask<std::vector<MasterError>>([](Client& c) { return c.master_errors(); });
 }
 
+bool Redlock::on_loop(std::function<void(Client&)> task) {
+  return impl_->run_on_loop(std::move(task));
+}
+
 Result<ResourceReport> Redlock::holder(std::string resource) {
   struct Answer {
     std::promise<std::pair<std::error_code, ResourceReport>> promise;

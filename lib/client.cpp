@@ -276,6 +276,7 @@ class Client::Impl final : public Context, public PermitHost, public AllHost {
       auto operations = std::move(operations_);
       operations_.clear();
       for (auto& op : operations) op->cancel();
+      Context::closing();
       auto reads = std::move(reads_);
       reads_.clear();
       for (auto& [id, read] : reads) read->abandon(make_error_code(errc::closed));

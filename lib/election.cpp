@@ -141,7 +141,9 @@ class Election::Impl : public std::enable_shared_from_this<Impl> {
         id_(std::move(id)),
         ttl_(ttl),
         key_(keys::lock(context_.options.key_prefix, name_)),
-        record_key_(keys::helper(key_, "leader")) {}
+        record_key_(keys::helper(key_, "leader")) {
+    context_.on_close(closer_);
+  }
 
   ~Impl() { stop(); }
 
@@ -182,6 +184,10 @@ class Election::Impl : public std::enable_shared_from_this<Impl> {
       std::error_code e = l.known ? std::error_code{} : make_error_code(errc::unavailable);
       cb(e, std::move(l));
     });
+  }
+
+  std::chrono::steady_clock::time_point valid_until() const {
+    return leading_ ? lock_.valid_until : std::chrono::steady_clock::time_point{};
   }
 
   void observe(ChangeCallback on_change) {
@@ -262,19 +268,14 @@ class Election::Impl : public std::enable_shared_from_this<Impl> {
     uv_update_time(context_.loop);
     const std::uint64_t id = ++last_round_;
     std::weak_ptr<Impl> weak = shared_from_this();
-    rounds_[id] = Round::start(
-        context_.masters, record_command(r, true), context_.clock.now(),
-        [weak, id, done = std::move(done)](const Outcome& o) {
+    auto round = Round::start(
+        context_.masters, record_command(r, true), context_.clock.now(), [weak, id](const Outcome& o) {
           auto self = weak.lock();
           if (!self) return;
           bool ok = o.reached && self->context_.clock.now() < self->lock_.valid_until;
-          errc e = ok ? errc{} : (o.error == errc::unavailable ? errc::unavailable : errc::not_held);
-          // On a later turn: the round is still running its callback now.
-          self->context_.post([weak, id, done, e] {
-            if (auto s = weak.lock()) s->rounds_.erase(id);
-            done(make_error_code(e));
-          });
+          self->finish(id, ok ? errc{} : (o.error == errc::unavailable ? errc::unavailable : errc::not_held));
         });
+    in_flight_[id] = {round, [done = std::move(done)](errc e) { done(make_error_code(e)); }};
   }
 
   // Quietly, at each renewal of the lock: nobody waits for the answer.
@@ -286,20 +287,18 @@ class Election::Impl : public std::enable_shared_from_this<Impl> {
   void read(std::function<void(Leader, milliseconds)> cb) {
     std::weak_ptr<Impl> weak = shared_from_this();
     const std::uint64_t id = ++last_round_;
+    auto answer = std::make_shared<std::pair<Leader, milliseconds>>();
     auto reading = std::make_shared<LeaderRead>(context_.masters.size(),
-                                                [weak, id, cb = std::move(cb)](Leader l, milliseconds left) {
+                                                [weak, id, answer](Leader l, milliseconds left) {
                                                   auto self = weak.lock();
                                                   if (!self) return;
-                                                  self->context_.post([weak, id, cb, l = std::move(l), left] {
-                                                    auto s = weak.lock();
-                                                    if (!s) return;
-                                                    s->reads_.erase(id);
-                                                    cb(l, left);
-                                                  });
+                                                  *answer = {std::move(l), left};
+                                                  self->finish(id, errc{});
                                                 });
+    // Closed before it answered: an unknown leader.
+    in_flight_[id] = {reading, [cb = std::move(cb), answer](errc) { cb(answer->first, answer->second); }};
     auto command = Command::read(scripts::read_leader, {key_, record_key_});
     for (const auto& m : context_.masters) m->send(command, reading);
-    reads_[id] = std::move(reading);
   }
 
   // Observing: one read at a time; a wake during it reads again after.
@@ -328,6 +327,24 @@ class Election::Impl : public std::enable_shared_from_this<Impl> {
     if (same(l, last_)) return;
     last_ = l;
     if (on_change_) on_change_(l);
+  }
+
+  // A round or read in flight answered: its callback runs on a later turn
+  // (the round is still in its own callback now).
+  void finish(std::uint64_t id, errc e) {
+    auto it = in_flight_.find(id);
+    if (it == in_flight_.end()) return;
+    auto pending = std::move(it->second);
+    in_flight_.erase(it);
+    context_.post([pending = std::move(pending), e] { pending.answer(e); });
+  }
+
+  // The Client is closing: what is in flight gets no reply; answer it now.
+  void closed() {
+    auto all = std::move(in_flight_);
+    in_flight_.clear();
+    for (auto& [id, pending] : all)
+      context_.post([pending = std::move(pending)] { pending.answer(errc::closed); });
   }
 
   void arm(milliseconds after) {
@@ -378,10 +395,15 @@ class Election::Impl : public std::enable_shared_from_this<Impl> {
   Watch lock_watch_{*this, key_};
   Watch record_watch_{*this, record_key_};
   Timer timer_;
-  // Rounds and reads in flight, by id, until their answer has run.
+  // Rounds and reads in flight, by id: what keeps them alive, and their answer.
+  struct Pending {
+    std::shared_ptr<void> keeps;
+    std::function<void(errc)> answer;
+  };
   std::uint64_t last_round_ = 0;
-  std::map<std::uint64_t, std::shared_ptr<Round>> rounds_;
-  std::map<std::uint64_t, std::shared_ptr<LeaderRead>> reads_;
+  std::map<std::uint64_t, Pending> in_flight_;
+  std::shared_ptr<std::function<void()>> closer_ =
+      std::make_shared<std::function<void()>>([this] { closed(); });
 };
 
 Election::Election(Client& client, std::string name, std::string id, milliseconds ttl) {
@@ -415,6 +437,10 @@ void Election::leader(LeaderCallback cb) {
 
 void Election::observe(ChangeCallback on_change) {
   impl_->observe(std::move(on_change));
+}
+
+std::chrono::steady_clock::time_point Election::valid_until() const {
+  return impl_->valid_until();
 }
 
 }  // namespace redlock

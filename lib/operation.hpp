@@ -59,6 +59,17 @@ class Context {
 
   /// Expires when the Context is destroyed: for answers that run after it.
   std::weak_ptr<const bool> alive() const { return alive_; }
+  /// `listener` runs when the Client closes, if it still exists then (an
+  /// Election answers what it has in flight errc::closed).
+  void on_close(std::weak_ptr<std::function<void()>> listener) { close_listeners_.push_back(std::move(listener)); }
+  /// Runs the close listeners still alive, once.
+  void closing() {
+    auto listeners = std::move(close_listeners_);
+    close_listeners_.clear();
+    for (auto& l : listeners) {
+      if (auto fn = l.lock()) (*fn)();
+    }
+  }
 
   uv_loop_t* const loop;
   const Options options;
@@ -75,6 +86,7 @@ class Context {
 
  private:
   std::shared_ptr<const bool> alive_ = std::make_shared<const bool>(true);
+  std::vector<std::weak_ptr<std::function<void()>>> close_listeners_;
 };
 
 /// One user call: lock (several attempts, or until a deadline), try_lock

@@ -2,12 +2,15 @@
 
 #include <redlock/redlock.hpp>
 
+#include <atomic>
 #include <chrono>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "support/cluster.hpp"
@@ -189,4 +192,50 @@ TEST_CASE("an Election needs a fenced Client, a name and an id", "[election]") {
     with_fencing.close(nullptr);
   }
   REQUIRE(loop.close());
+}
+
+TEST_CASE("Leadership for threads: one leader at a time, terms that only grow", "[election]") {
+  Cluster masters(3);
+  Options options = fenced(masters);
+  options.retry_delay = 20ms;
+  options.retry_jitter = 20ms;
+  Redlock first(options);
+  Redlock second(options);
+  std::mutex mutex;
+  std::vector<std::uint64_t> terms;  // in the order leaders took office
+  std::atomic<int> leading{0};
+  std::atomic<int> overlaps{0};
+  std::atomic<int> failures{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      Leadership candidate(t % 2 == 0 ? first : second, "scheduler", "node-" + std::to_string(t), 2s);
+      for (int i = 0; i < 4; ++i) {
+        Result<Leader> won = candidate.campaign("v", 20s);
+        if (!won) {
+          ++failures;
+          continue;
+        }
+        if (++leading != 1) ++overlaps;
+        {
+          std::lock_guard<std::mutex> lock(mutex);
+          terms.push_back(won->term);
+        }
+        if (candidate.proclaim("busy")) ++failures;
+        std::this_thread::sleep_for(3ms);
+        --leading;
+        if (candidate.resign()) ++failures;
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  CHECK(failures == 0);
+  CHECK(overlaps == 0);
+  REQUIRE(terms.size() == 16);
+  for (std::size_t i = 1; i < terms.size(); ++i) CHECK(terms[i] > terms[i - 1]);
+  Leadership reader(first, "scheduler", "reader", 2s);
+  Result<Leader> none = reader.leader();
+  REQUIRE(none);
+  CHECK_FALSE(none->present);
+  CHECK(reader.lost() == std::error_code{});
 }

@@ -21,6 +21,8 @@
 
 namespace redlock {
 
+class Client;
+
 /// Ends blocking calls that wait (Redlock::lock with a wait, lock_permit)
 /// from another thread: they return errc::canceled, having left their place
 /// in line (Client::cancel). Give one to any number of calls; once
@@ -109,6 +111,10 @@ class REDLOCK_API Redlock {
   class Impl;
 
  private:
+  friend class Leadership;  // runs its Election on this Redlock's loop thread
+  /// Runs `task` on the loop thread; false once the Redlock is being destroyed.
+  bool on_loop(std::function<void(Client&)> task);
+
   std::unique_ptr<Impl> impl_;
 };
 

@@ -3,10 +3,13 @@
 /// @file
 /// Leader election on a name across the masters: Election and Leader.
 
+#include <redlock/blocking.hpp>
 #include <redlock/client.hpp>
 #include <redlock/export.hpp>
 #include <redlock/options.hpp>
+#include <redlock/result.hpp>
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -82,11 +85,46 @@ class REDLOCK_API Election {
   /// higher one. Unknown states are not reported. One observer per
   /// Election; another call replaces it.
   void observe(ChangeCallback on_change);
+  /// While leading: until when acting as the leader is safe (the lock's
+  /// validity, as renewals move it on); the epoch otherwise.
+  std::chrono::steady_clock::time_point valid_until() const;
 
   class Impl;
 
  private:
   std::shared_ptr<Impl> impl_;
+};
+
+/// The same election for threads, over a Redlock: an Election on its loop
+/// thread, each call blocking until answered. Thread-safe. Destroy it before
+/// its Redlock; destroying it while leading resigns.
+class REDLOCK_API Leadership {
+ public:
+  /// Throws std::invalid_argument as Election does.
+  Leadership(Redlock& redlock, std::string name, std::string id, milliseconds ttl);
+  ~Leadership();
+  Leadership(const Leadership&) = delete;
+  Leadership& operator=(const Leadership&) = delete;
+
+  /// See Election::campaign: the Leader this candidate became.
+  Result<Leader> campaign(std::string value, milliseconds wait);
+  /// See Election::proclaim.
+  std::error_code proclaim(std::string value);
+  /// See Election::resign.
+  std::error_code resign();
+  /// See Election::leader.
+  Result<Leader> leader();
+  /// The leadership won last ended other than by resign(): why (its
+  /// on_lost); no error while it leads or after a resign.
+  std::error_code lost() const;
+  /// See Election::valid_until (one call to the loop thread).
+  std::chrono::steady_clock::time_point valid_until();
+
+  class State;
+
+ private:
+  Redlock& redlock_;
+  std::shared_ptr<State> state_;
 };
 
 }  // namespace redlock

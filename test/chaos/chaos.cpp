@@ -117,6 +117,11 @@ options:
                        checked per resource, as any lock
   --all-first-only     with --all, the control: the two-resource calls lock
                        only the first (use with --expect-overlap)
+  --election           campaign in elections (Leadership, one per resource)
+                       and lead for 0.5-4 ttls; checked as the lock: one
+                       leader at a time within validity, terms growing
+  --election-acts-after-resign  with --election, the control: a leader acts
+                       on for a ttl after resigning (use with --expect-overlap)
   --strand             the liveness control: one acquisition in four is kept
                        on the masters but recorded as canceled and never
                        unlocked (a cancel that did not release)
@@ -168,6 +173,8 @@ struct Args {
   bool all = false;
   bool all_first_only = false;
   bool strand = false;
+  bool election = false;
+  bool election_acts_after_resign = false;
   bool check_stalls = false;
   bool expect_stall = false;
   std::string register_mode = "fenced";
@@ -257,6 +264,14 @@ Args parse_args(int argc, char** argv) {
     }
     if (opt == "--strand") {
       a.strand = true;
+      continue;
+    }
+    if (opt == "--election") {
+      a.election = true;
+      continue;
+    }
+    if (opt == "--election-acts-after-resign") {
+      a.election_acts_after_resign = true;
       continue;
     }
     if (opt == "--check-stalls") {
@@ -388,6 +403,8 @@ int worker_main(const Args& a) {
   config.all = a.all;
   config.all_first_only = a.all_first_only;
   config.strand = a.strand;
+  config.election = a.election;
+  config.election_acts_after_resign = a.election_acts_after_resign;
   return run_worker(config);
 }
 
@@ -619,6 +636,8 @@ int parent_main(const Args& a) {
       if (a.all) args.emplace_back("--all");
       if (a.all_first_only) args.emplace_back("--all-first-only");
       if (a.strand) args.emplace_back("--strand");
+      if (a.election) args.emplace_back("--election");
+      if (a.election_acts_after_resign) args.emplace_back("--election-acts-after-resign");
       w.pid = spawn(self, args);
       workers.push_back(w);
     }

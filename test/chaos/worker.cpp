@@ -242,6 +242,43 @@ void cancel_now_and_then(const WorkerConfig& config, Waits& waits) {
   }
 }
 
+// --election: campaigns for election `r.resource` (its term the record's
+// token), leads in 1 ms steps while the leadership is neither lost nor past
+// its validity, for 0.5-4 ttls, and resigns. The control acts on for a ttl
+// after resigning, as if still leading: the checker must see it beside the
+// next leader.
+void lead(Redlock& redlock, const WorkerConfig& config, std::mt19937_64& rng, Record& r, Register& resource) {
+  Leadership candidate(redlock, "election-" + std::to_string(r.resource), "p" + std::to_string(r.process),
+                       config.ttl);
+  std::uniform_real_distribution<double> ttls(0.5, 4.0);
+  r.called = Clock::now();
+  Result<Leader> won = candidate.campaign("worker", 2 * config.retry_count * config.retry_delay);
+  r.returned = Clock::now();
+  r.error = code_of(won.error());
+  if (!won) return;
+  r.fencing_token = won->term;
+  resource.write(r);
+  const auto end = r.returned + std::chrono::duration_cast<Clock::duration>(config.ttl * ttls(rng));
+  r.left = r.returned;
+  r.valid_until = candidate.valid_until();
+  for (int step = 0; step < 1'000'000; ++step) {
+    const auto now = Clock::now();
+    const auto valid_until = candidate.valid_until();
+    if (candidate.lost() || now >= valid_until || now >= end) break;
+    r.left = now;
+    r.valid_until = valid_until;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  resource.write(r);
+  r.unlock_error = code_of(candidate.resign());
+  r.unlocked = Clock::now();
+  if (config.election_acts_after_resign) {
+    std::this_thread::sleep_for(config.ttl);
+    r.left = Clock::now();
+    r.valid_until = r.left + config.ttl;
+  }
+}
+
 void contend(Redlock& redlock, const WorkerConfig& config, int thread, RecordFile& out, RecordFile& writes,
              Waits& waits) {
   Register resource(config, writes);
@@ -264,6 +301,12 @@ void contend(Redlock& redlock, const WorkerConfig& config, int thread, RecordFil
     r.process = config.process;
     r.thread = thread;
     r.resource = pick_resource(rng);
+    if (config.election) {
+      lead(redlock, config, rng, r, resource);
+      out.write(r);
+      std::this_thread::sleep_for(std::chrono::microseconds{think_us(rng)});
+      continue;
+    }
     r.shared = config.shared && pick_reader(rng) != 0;
     const std::string name = "resource-" + std::to_string(r.resource);
     // --all: half the calls take a second resource too, named first or second.

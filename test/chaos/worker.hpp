@@ -51,6 +51,11 @@ struct WorkerConfig {
   /// The liveness control: one acquisition in four is left held on the
   /// masters, recorded as canceled and never unlocked.
   bool strand = false;
+  /// Campaign in elections (Leadership) instead of locking: one per
+  /// resource, checked as its lock (one leader at a time, terms growing).
+  bool election = false;
+  /// The control: a leader acts on for a ttl after it resigned.
+  bool election_acts_after_resign = false;
   /// The control: the same semaphore built as a counter per master
   /// (counter_semaphore.hpp), which over-admits.
   bool counter_semaphore = false;
