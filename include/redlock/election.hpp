@@ -25,8 +25,9 @@ struct REDLOCK_API Leader {
   bool known = false;
   /// Known, and someone leads.
   bool present = false;
-  /// The leader's Election id, and the value it proclaimed last.
+  /// The leader's Election id.
   std::string id;
+  /// The value it proclaimed last.
   std::string value;
   /// The fencing token of the leader's acquisition: strictly increasing over
   /// successive leaders (0 when no one leads). Hand it to what the leader
@@ -51,8 +52,11 @@ class REDLOCK_API Election {
   /// Told once if leadership ends other than by resign() (Client::keep's
   /// on_lost: not_held, unavailable, expired, closed).
   using LostCallback = std::function<void(std::error_code)>;
+  /// Answers proclaim() and resign().
   using Done = std::function<void(std::error_code)>;
+  /// Answers leader(): errc::unavailable when no quorum could say.
   using LeaderCallback = std::function<void(std::error_code, Leader)>;
+  /// Told each change observe() sees.
   using ChangeCallback = std::function<void(const Leader&)>;
 
   /// Throws std::invalid_argument when `name` or `id` is empty or `id` holds
