@@ -186,6 +186,13 @@ class Election::Impl : public std::enable_shared_from_this<Impl> {
     });
   }
 
+  void keep_with(KeepOptions options, Client::RenewedCallback on_renewed) {
+    keep_options_ = options;
+    on_renewed_ = std::move(on_renewed);
+  }
+
+  Lock lock() const { return leading_ ? lock_ : Lock{}; }
+
   std::chrono::steady_clock::time_point valid_until() const {
     return leading_ ? lock_.valid_until : std::chrono::steady_clock::time_point{};
   }
@@ -235,7 +242,7 @@ class Election::Impl : public std::enable_shared_from_this<Impl> {
     leading_ = true;
     std::weak_ptr<Impl> weak = shared_from_this();
     client_.keep(
-        lock_, {},
+        lock_, keep_options_,
         [weak](std::error_code e) {
           auto self = weak.lock();
           if (!self || !self->leading_) return;
@@ -248,6 +255,7 @@ class Election::Impl : public std::enable_shared_from_this<Impl> {
           auto self = weak.lock();
           if (!self) return;
           self->lock_.valid_until = valid_until;
+          if (self->on_renewed_) self->on_renewed_(valid_until);
           self->context_.post([weak] {
             if (auto s = weak.lock(); s && s->leading_) s->renew_record();
           });
@@ -387,6 +395,8 @@ class Election::Impl : public std::enable_shared_from_this<Impl> {
   Lock lock_;           // while leading
   Record last_record_;  // what we wrote last, written again at each renewal
   LostCallback on_lost_;
+  KeepOptions keep_options_;
+  Client::RenewedCallback on_renewed_;
   ChangeCallback on_change_;
   bool watching_ = false;
   bool reading_ = false;
@@ -441,6 +451,14 @@ void Election::observe(ChangeCallback on_change) {
 
 std::chrono::steady_clock::time_point Election::valid_until() const {
   return impl_->valid_until();
+}
+
+void Election::keep_with(KeepOptions options, Client::RenewedCallback on_renewed) {
+  impl_->keep_with(options, std::move(on_renewed));
+}
+
+Lock Election::lock() const {
+  return impl_->lock();
 }
 
 }  // namespace redlock

@@ -295,6 +295,43 @@ TEST_CASE("redlock run --also takes several resources, all or none", "[cli]") {
   for (const char* key : {"{a}", "{b}", "{c}"}) CHECK(held_nowhere(masters, key));
 }
 
+TEST_CASE("redlock run --elect leads while CMD runs; redlock leader says who leads, --watch follows",
+          "[cli]") {
+  Cluster masters(3);
+  Dir dir;
+  REQUIRE(::mkfifo((dir / "fifo").c_str(), 0600) == 0);
+  Command watcher(command_line("leader", masters, {"--watch", "--json", "sched"}));
+  Command none(command_line("leader", masters, {"sched"}));
+  CHECK(none.wait(10s) == 1);
+  CHECK(none.out() == "sched: no leader\n");
+
+  std::vector<std::string> args = {
+      "--elect",    "--owner",   "node-a", "sched",
+      "--",         "/bin/sh",   "-c",     "echo \"$REDLOCK_FENCING_TOKEN\" > \"$0\"; read x < \"$1\"",
+      dir / "term", dir / "fifo"};
+  Command leader(command_line("run", masters, args));
+  REQUIRE(eventually([&] { return has_line(dir / "term"); }, 10s));
+  std::string term = read_file(dir / "term");
+  term.pop_back();
+  CHECK(term.size() > 10);
+  Command who(command_line("leader", masters, {"sched"}));
+  CHECK(who.wait(10s) == 0);
+  CHECK(who.out() == "sched: led by node-a (term " + term + "), value \n");
+  Command second(command_line("run", masters, {"-n", "--elect", "sched", "--", "true"}));
+  CHECK(second.wait(10s) == 1);  // one leader
+
+  REQUIRE(release_reader(dir / "fifo"));
+  CHECK(leader.wait(10s) == 0);
+  Command after(command_line("leader", masters, {"sched"}));
+  CHECK(after.wait(10s) == 1);
+  REQUIRE(eventually([&] { return watcher.out().find("\"leader\":null}\n", 10) != std::string::npos; }, 5s));
+  ::kill(watcher.pid(), SIGINT);
+  CHECK(watcher.wait(10s) == 0);
+  const std::string lines = watcher.out();
+  CHECK(lines.find("{\"election\":\"sched\",\"leader\":null}") == 0);
+  CHECK(lines.find("\"id\":\"node-a\",\"value\":\"\",\"term\":" + term) != std::string::npos);
+}
+
 TEST_CASE("-n and -w give the conflict status while another holds the lock", "[cli]") {
   Cluster masters(3);
   Dir dir;

@@ -291,6 +291,11 @@ TEST_CASE("bad input is one line naming what is wrong", "[cli][args]") {
        "--also goes with neither --shared nor --permits",
        Verb::run},
       {{"run", "-m", uri, "--also", "", "a", "--", "true"}, "--also must not be empty", Verb::run},
+      {{"run", "-m", uri, "--elect", "--shared", "a", "--", "true"},
+       "--elect goes with none of --shared, --permits, --also",
+       Verb::run},
+      {{"leader", "-m", uri}, "missing NAME", Verb::leader},
+      {{"leader", "-m", uri, "a", "b"}, "unexpected argument 'b'", Verb::leader},
       {{"acquire", "-m", uri, "--permits", "2", "jobs"},
        "unknown option '--permits' for 'redlock acquire'",
        Verb::acquire},
@@ -487,8 +492,10 @@ TEST_CASE("each command's help lists exactly the options it takes", "[cli][args]
                                           "tls-insecure",
                                           "shared",
                                           "permits",
-                                          "also"};
-  for (Verb verb : {Verb::run, Verb::acquire, Verb::extend, Verb::release, Verb::status}) {
+                                          "also",
+                                          "elect",
+                                          "watch"};
+  for (Verb verb : {Verb::run, Verb::acquire, Verb::extend, Verb::release, Verb::status, Verb::leader}) {
     std::string help = help_text(verb);
     std::string verb_name = help.substr(std::string("usage: redlock ").size());
     verb_name = verb_name.substr(0, verb_name.find(' '));

@@ -27,6 +27,8 @@ const char* verb_name(Verb verb) {
       return "release";
     case Verb::status:
       return "status";
+    case Verb::leader:
+      return "leader";
     case Verb::help:
       return "help";
     case Verb::version:
@@ -36,7 +38,8 @@ const char* verb_name(Verb verb) {
 }
 
 std::optional<Verb> verb_named(std::string_view name) {
-  for (Verb v : {Verb::run, Verb::acquire, Verb::extend, Verb::release, Verb::status, Verb::help}) {
+  for (Verb v :
+       {Verb::run, Verb::acquire, Verb::extend, Verb::release, Verb::status, Verb::leader, Verb::help}) {
     if (name == verb_name(v)) return v;
   }
   return std::nullopt;
@@ -49,7 +52,8 @@ enum Takes : unsigned {
   in_extend = 1U << 2U,
   in_release = 1U << 3U,
   in_status = 1U << 4U,
-  in_all = in_run | in_acquire | in_extend | in_release | in_status,
+  in_leader = 1U << 5U,
+  in_all = in_run | in_acquire | in_extend | in_release | in_status | in_leader,
 };
 
 unsigned bit(Verb verb) {
@@ -64,6 +68,8 @@ unsigned bit(Verb verb) {
       return in_release;
     case Verb::status:
       return in_status;
+    case Verb::leader:
+      return in_leader;
     case Verb::help:
     case Verb::version:
       return 0;
@@ -85,6 +91,7 @@ enum class Id {
   quarantine,
   fencing,
   json,
+  watch,
   verbose,
   password_file,
   tls_ca,
@@ -96,6 +103,7 @@ enum class Id {
   shared,
   permits,
   also,
+  elect,
 };
 
 struct Flag {
@@ -119,7 +127,8 @@ constexpr Flag flags[] = {
     {Id::key_prefix, "key-prefix", '\0', true, in_all},
     {Id::quarantine, "quarantine", '\0', true, in_all},
     {Id::fencing, "fencing", '\0', false, in_run | in_acquire},
-    {Id::json, "json", '\0', false, in_status},
+    {Id::json, "json", '\0', false, in_status | in_leader},
+    {Id::watch, "watch", '\0', false, in_leader},
     {Id::verbose, "verbose", 'v', false, in_run | in_acquire},
     {Id::password_file, "password-file", '\0', true, in_all},
     {Id::tls_ca, "tls-ca", '\0', true, in_all},
@@ -131,6 +140,7 @@ constexpr Flag flags[] = {
     {Id::shared, "shared", '\0', false, in_run | in_acquire | in_extend | in_release},
     {Id::permits, "permits", '\0', true, in_run},
     {Id::also, "also", '\0', true, in_run},
+    {Id::elect, "elect", '\0', false, in_run},
 };
 
 // The flag `arg` names (--long or -s) among those `verbs` take.
@@ -285,6 +295,9 @@ void apply(Invocation& inv, const Flag& f, std::string_view value) {
     case Id::json:
       inv.json = true;
       break;
+    case Id::watch:
+      inv.watch = true;
+      break;
     case Id::verbose:
       inv.verbose = true;
       break;
@@ -315,6 +328,10 @@ void apply(Invocation& inv, const Flag& f, std::string_view value) {
       break;
     case Id::permits:
       inv.permits = parse_permits(value, verb);
+      break;
+    case Id::elect:
+      inv.elect = true;
+      inv.options.fencing = true;  // the term is the lock's fencing token
       break;
     case Id::also:
       if (value.empty()) throw UsageError(verb, "--also must not be empty");
@@ -349,6 +366,10 @@ void check_positionals(Invocation& inv, std::vector<std::string>& positional, bo
       break;
     case Verb::status:
       inv.resources = std::move(positional);
+      break;
+    case Verb::leader:
+      need(1, "NAME");
+      inv.resource = positional[0];
       break;
     case Verb::help:
     case Verb::version:
@@ -392,6 +413,8 @@ void check_options(Invocation& inv, const Environment& env) {
   if (inv.shared && inv.permits > 0) throw UsageError(verb, "--shared and --permits cannot be used together");
   if (!inv.also.empty() && (inv.shared || inv.permits > 0))
     throw UsageError(verb, "--also goes with neither --shared nor --permits");
+  if (inv.elect && (inv.shared || inv.permits > 0 || !inv.also.empty()))
+    throw UsageError(verb, "--elect goes with none of --shared, --permits, --also");
   if (inv.no_wait) inv.wait = milliseconds{0};
   if (inv.options.masters.empty() && env.masters != nullptr) add_masters_from(env.masters, inv.options, verb);
   if (inv.options.masters.empty()) throw UsageError(verb, "no masters: give -m URI or set REDLOCK_MASTERS");
@@ -402,7 +425,8 @@ void check_options(Invocation& inv, const Environment& env) {
     throw UsageError(verb, in_cli_words(e.what()));
   }
   milliseconds quarantine = inv.options.restart_quarantine;
-  if (quarantine.count() > 0 && inv.ttl > quarantine && verb != Verb::release && verb != Verb::status) {
+  if (quarantine.count() > 0 && inv.ttl > quarantine && verb != Verb::release && verb != Verb::status &&
+      verb != Verb::leader) {
     throw UsageError(verb,
                      "--ttl must not exceed --quarantine (a restarted master would forget the lock "
                      "before it votes again)");
@@ -570,6 +594,8 @@ std::string usage_line(Verb verb) {
       return "usage: redlock release [options] RESOURCE VALUE";
     case Verb::status:
       return "usage: redlock status [options] [RESOURCE...]";
+    case Verb::leader:
+      return "usage: redlock leader [options] NAME";
     case Verb::help:
     case Verb::version:
       break;
@@ -658,7 +684,10 @@ std::string help_text(Verb verb) {
           "  --permits N              one of N permits of RESOURCE: at most N holders\n"
           "                           at once (REDLOCK_PERMIT says which)\n"
           "  --also NAME              take NAME too, with RESOURCE, all or none (repeat\n"
-          "                           it for more); never deadlocks, whatever the order\n";
+          "                           it for more); never deadlocks, whatever the order\n"
+          "  --elect                  lead the election RESOURCE while CMD runs (its\n"
+          "                           id: --owner; `redlock leader RESOURCE` shows it);\n"
+          "                           the term is REDLOCK_FENCING_TOKEN\n";
       break;
     case Verb::acquire:
       text +=
@@ -696,6 +725,17 @@ std::string help_text(Verb verb) {
           "Options:\n"
           "  --shared                 the lock was acquired with --shared\n";
       break;
+    case Verb::leader:
+      text +=
+          "Who leads the election NAME (redlock::Election, run --elect), from one\n"
+          "read of every master: its id, its value and its term. Exit 0 when someone\n"
+          "leads, 1 when nobody does, 69 when too few masters answer to say.\n"
+          "With --watch, one line per change (a new leader, a new value, no leader)\n"
+          "until interrupted.\n\n"
+          "Options:\n"
+          "  --watch                  follow every change\n"
+          "  --json                   one JSON object per line instead of text\n";
+      break;
     case Verb::status:
       text +=
           "Per master: reachable or not, role, uptime, restart quarantine, eviction\n"
@@ -716,6 +756,7 @@ std::string help_text(Verb verb) {
              "  extend RESOURCE VALUE    renew a lock taken by acquire\n"
              "  release RESOURCE VALUE   release it\n"
              "  status [RESOURCE...]     masters and who holds what\n"
+             "  leader NAME              who leads the election NAME (--watch: follow it)\n"
              "  help COMMAND             a command's options (or COMMAND --help)\n\n"
              "  --version                the version\n\n" +
              std::string(masters_help) + "\n" + exit_help;

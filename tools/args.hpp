@@ -15,7 +15,7 @@
 
 namespace redlock::cli {
 
-enum class Verb { run, acquire, extend, release, status, help, version };
+enum class Verb { run, acquire, extend, release, status, leader, help, version };
 
 /// Exit statuses, documented in `redlock --help` and docs/command-line.md. flock(1)'s
 /// where it has one (1 for a conflict); sysexits.h otherwise.
@@ -53,6 +53,8 @@ struct Invocation {
   /// run: how long CMD has between SIGTERM and SIGKILL after a loss.
   std::chrono::milliseconds kill_after{10000};
   bool json = false;
+  /// leader --watch: follow every change until interrupted.
+  bool watch = false;
   /// run, acquire: say on stderr when the lock was not acquired (a conflict
   /// is silent otherwise, as with flock -n).
   bool verbose = false;
@@ -62,6 +64,8 @@ struct Invocation {
   int permits = 0;
   /// run --also: more resources taken with RESOURCE, all or none (Client::lock_all).
   std::vector<std::string> also;
+  /// run --elect: lead the election RESOURCE (redlock::Election) while CMD runs.
+  bool elect = false;
   /// --password-file: where the masters' password is (first line).
   std::string password_file;
 };

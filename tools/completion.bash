@@ -65,17 +65,18 @@ _redlock() {
       if [[ $cur == -* ]]; then
         words="$common --version"
       else
-        words='run acquire extend release status help'
+        words='run acquire extend release status leader help'
       fi
       ;;
     help)
-      ((COMP_CWORD == verb_at + 1)) && words='run acquire extend release status'
+      ((COMP_CWORD == verb_at + 1)) && words='run acquire extend release status leader'
       ;;
-    run) words="$common --ttl --nonblock -n --wait -w --conflict-exit-code -E --verbose -v --kill-after --fencing --owner --shared --permits --also --" ;;
+    run) words="$common --ttl --nonblock -n --wait -w --conflict-exit-code -E --verbose -v --kill-after --fencing --owner --shared --permits --also --elect --" ;;
     acquire) words="$common --ttl --nonblock -n --wait -w --conflict-exit-code -E --verbose -v --fencing --owner --shared" ;;
     extend) words="$common --ttl --shared" ;;
     release) words="$common --shared" ;;
     status) words="$common --json" ;;
+    leader) words="$common --json --watch" ;;
   esac
   # Flags only where one is being typed: RESOURCE and VALUE are the user's.
   if [[ -n $verb && $verb != help && $cur != -* ]]; then

@@ -13,6 +13,7 @@
 
 #include "args.hpp"
 #include "guardian.hpp"
+#include "leader_command.hpp"
 #include "lock_commands.hpp"
 #include "run_command.hpp"
 #include "status_command.hpp"
@@ -39,6 +40,8 @@ int dispatch(const cli::Invocation& inv) {
       return cli::release_command(inv);
     case cli::Verb::status:
       return cli::status_command(inv);
+    case cli::Verb::leader:
+      return cli::leader_command(inv);
   }
   return cli::exit_status::software;
 }

@@ -1,5 +1,6 @@
 #include "run_command.hpp"
 
+#include <redlock/election.hpp>
 #include <redlock/error.hpp>
 
 #include <fcntl.h>
@@ -114,7 +115,9 @@ class Runner {
     Client& client = session_.client();
     const bool once = inv_.wait && inv_.wait->count() == 0;
     const milliseconds wait = inv_.wait.value_or(milliseconds::max());
-    if (!inv_.also.empty()) {
+    if (inv_.elect) {
+      campaign(once ? milliseconds{0} : wait);
+    } else if (!inv_.also.empty()) {
       std::vector<std::string> resources = {inv_.resource};
       resources.insert(resources.end(), inv_.also.begin(), inv_.also.end());
       client.lock_all(std::move(resources), inv_.ttl, once ? milliseconds{0} : wait, cb);
@@ -130,6 +133,26 @@ class Runner {
       client.lock(inv_.resource, inv_.ttl, wait, cb);
     }
     if (!once) line_.start();
+  }
+
+  // --elect: the Election keeps the leadership as keep() below would
+  // keep a lock (our value stays after a loss until CMD is gone).
+  void campaign(milliseconds wait) {
+    election_ = std::make_unique<Election>(session_.client(), inv_.resource, owner(), inv_.ttl);
+    KeepOptions keep;
+    keep.release_on_loss = false;
+    election_->keep_with(keep, [this](std::chrono::steady_clock::time_point v) { arm_deadline(v); });
+    election_->campaign(
+        "", wait, [this](std::error_code ec, const Leader&) { on_acquired(ec, election_->lock()); },
+        [this](std::error_code why) { on_lost(why); });
+  }
+
+  // --owner, else what the library would name us: hostname:pid.
+  std::string owner() const {
+    if (!inv_.options.owner.empty()) return inv_.options.owner;
+    char host[256] = {};
+    if (gethostname(host, sizeof host - 1) != 0) host[0] = '\0';
+    return std::string(host) + ":" + std::to_string(getpid());
   }
 
   void on_acquired(std::error_code ec, Lock lock) {
@@ -155,11 +178,13 @@ class Runner {
     lock_ = std::move(lock);
     // Our value stays on the masters after a loss until CMD is gone (then
     // release() deletes it), so nobody gets the lock while CMD still runs.
-    KeepOptions keep;
-    keep.release_on_loss = false;
-    session_.client().keep(
-        *lock_, keep, [this](std::error_code why) { on_lost(why); },
-        [this](std::chrono::steady_clock::time_point valid_until) { arm_deadline(valid_until); });
+    if (!election_) {
+      KeepOptions keep;
+      keep.release_on_loss = false;
+      session_.client().keep(
+          *lock_, keep, [this](std::error_code why) { on_lost(why); },
+          [this](std::chrono::steady_clock::time_point valid_until) { arm_deadline(valid_until); });
+    }
     spawn();
     arm_deadline(lock_->valid_until);
   }
@@ -326,10 +351,14 @@ class Runner {
 
   // After a loss too: our value may remain on some masters (the keep left it).
   void release() {
-    session_.client().unlock(*lock_, [this](std::error_code ec) {
+    auto done = [this](std::error_code ec) {
       if (ec && !lost_) complain("releasing '" + inv_.resource + "': " + ec.message());
       finish();
-    });
+    };
+    if (!election_) return session_.client().unlock(*lock_, done);
+    // A lost leadership is no longer the Election's to resign: its value goes as a lock's.
+    if (lost_) return session_.client().unlock(*lock_, done);
+    election_->resign(done);
   }
 
   void close_handles() {
@@ -342,6 +371,7 @@ class Runner {
 
   void finish() {
     close_handles();
+    election_.reset();
     session_.client().close(nullptr);
   }
 
@@ -358,6 +388,7 @@ class Runner {
   int died_of_ = 0;            // the signal that ended the guardian (CMD's) or our wait
   int watch_ = -1;  // the write end of the guardian's pipe: closed, the guardian kills all of CMD's
   std::optional<Lock> lock_;
+  std::unique_ptr<Election> election_;  // --elect
   std::error_code lost_;
   bool running_ = false;
   bool interrupted_ = false;

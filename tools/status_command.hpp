@@ -16,6 +16,9 @@ int status_command(const Invocation& inv);
 /// from anyone, and must not drive the terminal.
 std::string printable(std::string text);
 
+/// `text` as a JSON string, quoted and escaped.
+std::string json_string(const std::string& text);
+
 /// Who holds a resource: its owner tag, or its value when it carries none
 /// (printable).
 std::string holder_name(const ResourceReport& r);

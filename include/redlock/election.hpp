@@ -92,6 +92,12 @@ class REDLOCK_API Election {
   /// While leading: until when acting as the leader is safe (the lock's
   /// validity, as renewals move it on); the epoch otherwise.
   std::chrono::steady_clock::time_point valid_until() const;
+  /// How later campaigns keep their leadership alive (Client::keep's options
+  /// and its renewal hook: record and return, no call on the Client).
+  void keep_with(KeepOptions options, Client::RenewedCallback on_renewed);
+  /// While leading: the lock it holds (its value, validity, term as fencing
+  /// token); an empty Lock otherwise.
+  Lock lock() const;
 
   class Impl;
 
