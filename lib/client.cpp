@@ -56,6 +56,9 @@ class Client::Impl final : public Context, public PermitHost, public AllHost {
       config.restart_quarantine = this->options.restart_quarantine;
       config.diagnostics = this->options.diagnostics;
       config.publish_probe = keys::probe_channel(this->options.key_prefix);
+      // Counted as holding nothing until a renewal says otherwise: a kept
+      // lock that lost its majority there hears it now.
+      config.on_restarted = [this](Master&) { keeper.renew_now(); };
       if (config.endpoint.tls) config.tls = tls;
       masters.push_back(std::make_unique<Master>(loop, std::move(config), random_seed()));
     }

@@ -85,6 +85,12 @@ void Keeper::keep(const Lock& lock, KeepOptions options, OnLost on_lost, OnRenew
   arm();
 }
 
+void Keeper::renew_now() {
+  std::uint64_t now = uv_now(loop_);
+  for (auto& [value, hold] : holds_) schedule(*hold, now);
+  arm();
+}
+
 void Keeper::schedule(Hold& hold, std::uint64_t due) {
   if (hold.due != 0) due_.erase({hold.due, &hold});
   hold.due = std::max<std::uint64_t>(due, 1);

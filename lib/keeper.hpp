@@ -62,6 +62,9 @@ class Keeper {
   /// renewal in flight was written before the unlock on every connection, so
   /// it cannot outlive it.
   void forget(const std::string& value);
+  /// Renews every hold now: a master restarted, and a majority may no
+  /// longer hold them (the loss is then heard at once, not at the next renewal).
+  void renew_now();
   /// The caller is extending (or continuing) the lock with `value`; its
   /// command is about to be written. While it is in flight no renewal of a
   /// kept lock goes out, and the answer of a renewal written before it is

@@ -689,6 +689,7 @@ void Master::handshake_done() {
   if (cause_before_ready_) recovered();
   arm_timer();
   if (config_.on_ready) config_.on_ready(*this);
+  if (std::exchange(restarted_, false) && config_.on_restarted) config_.on_restarted(*this);
 }
 
 // Each cause is said once, however often it repeats: again only when it
@@ -789,7 +790,9 @@ std::string Master::parse_info(const std::string& info) {
     auto end = info.find_first_of("\r\n", begin);
     return info.substr(begin, end - begin);
   };
-  run_id_ = field("run_id");
+  std::string run_id = field("run_id");
+  restarted_ = !run_id_.empty() && run_id != run_id_;
+  run_id_ = std::move(run_id);
   std::string uptime = field("uptime_in_seconds");
   long long seconds = 0;
   auto [end, ec] = std::from_chars(uptime.data(), uptime.data() + uptime.size(), seconds);

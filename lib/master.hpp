@@ -113,6 +113,9 @@ struct MasterConfig {
   std::string publish_probe;
   std::function<void(std::string_view channel, std::string_view payload)> on_message;
   std::function<void(Master&)> on_ready;
+  /// Ready again, but another server run than before (its run_id changed:
+  /// it restarted, maybe empty): what it held may be gone.
+  std::function<void(Master&)> on_restarted;
   // Runs after the connection was dropped or could not be made (trouble()
   // says why), once what was written has been failed.
   std::function<void(const Master&)> on_dropped;
@@ -292,6 +295,7 @@ class Master {
   Handle<uv_prepare_t> flusher_;
 
   std::string run_id_;
+  bool restarted_ = false;  // the last INFO gave another run_id than the one before
   std::string role_;        // INFO role at the last connect
   bool is_master_ = false;  // role_ is master
   std::chrono::milliseconds uptime_at_connect_{0};

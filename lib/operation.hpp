@@ -61,7 +61,9 @@ class Context {
   std::weak_ptr<const bool> alive() const { return alive_; }
   /// `listener` runs when the Client closes, if it still exists then (an
   /// Election answers what it has in flight errc::closed).
-  void on_close(std::weak_ptr<std::function<void()>> listener) { close_listeners_.push_back(std::move(listener)); }
+  void on_close(std::weak_ptr<std::function<void()>> listener) {
+    close_listeners_.push_back(std::move(listener));
+  }
   /// Runs the close listeners still alive, once.
   void closing() {
     auto listeners = std::move(close_listeners_);

@@ -628,3 +628,26 @@ TEST_CASE("release_on_loss false leaves our value to its ttl after a loss, for t
   }
   REQUIRE(loop.close());
 }
+
+TEST_CASE("a kept lock hears its loss when masters that restarted empty reconnect, not at its next renewal",
+          "[keep]") {
+  Cluster masters(3);
+  LoopFixture loop;
+  {
+    Client client(loop.get(), masters.options());
+    Answer a = lock(loop, client, "job", 30s);  // renewed every 10 s
+    REQUIRE_FALSE(a.error);
+    Lost lost;
+    client.keep(a.lock, {}, lost.callback());
+    (void)loop.run_until([] { return false; }, 200ms);
+    // A majority restarts empty: our value is gone there.
+    auto restarted = steady::now();
+    masters[0].restart(false);
+    masters[1].restart(false);
+    REQUIRE(loop.run_until([&] { return !lost.calls.empty(); }, 8s));
+    CHECK(lost.calls == std::vector<std::error_code>{make_error_code(errc::not_held)});
+    CHECK(lost.at - restarted < 5s);  // the reconnect and one round, not the 10 s renewal period
+    client.close(nullptr);
+  }
+  REQUIRE(loop.close());
+}
