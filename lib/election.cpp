@@ -344,15 +344,21 @@ class Election::Impl : public std::enable_shared_from_this<Impl> {
     if (it == in_flight_.end()) return;
     auto pending = std::move(it->second);
     in_flight_.erase(it);
-    context_.post([pending = std::move(pending), e] { pending.answer(e); });
+    // Not once the Election is gone: no callback runs after its destruction.
+    context_.post([weak = weak_from_this(), pending = std::move(pending), e] {
+      if (weak.lock()) pending.answer(e);
+    });
   }
 
   // The Client is closing: what is in flight gets no reply; answer it now.
   void closed() {
     auto all = std::move(in_flight_);
     in_flight_.clear();
-    for (auto& [id, pending] : all)
-      context_.post([pending = std::move(pending)] { pending.answer(errc::closed); });
+    for (auto& [id, pending] : all) {
+      context_.post([weak = weak_from_this(), pending = std::move(pending)] {
+        if (weak.lock()) pending.answer(errc::closed);
+      });
+    }
   }
 
   void arm(milliseconds after) {
