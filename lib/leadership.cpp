@@ -140,6 +140,16 @@ std::chrono::steady_clock::time_point Leadership::valid_until() {
       Time{});
 }
 
+void Leadership::observe(Election::ChangeCallback on_change) {
+  (void)run_and_wait<bool>(
+      redlock_, &Redlock::on_loop,
+      [state = state_, on_change = std::move(on_change)](Client&, std::function<void(bool)> done) mutable {
+        if (state->election) state->election->observe(std::move(on_change));
+        done(true);
+      },
+      false);
+}
+
 std::error_code Leadership::lost() const {
   return state_->lost();
 }

@@ -65,7 +65,10 @@
 # and lead for 0.5-4 ttls under the mixed faults, checked as the lock is
 # (one leader at a time within its validity, terms growing, the fenced
 # register); its control, control-election-late: a leader acts
-# on for a ttl after resigning, beside the next one.
+# on for a ttl after resigning, beside the next one. Every worker also
+# observes each election (Leadership::observe); the checker: no observer
+# reports a lower term after a higher. Its control, control-observer-order,
+# records every third report with term 1.
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd -P)
@@ -275,6 +278,7 @@ runs=(
   "control-shared-apart|--mode none --shared --shared-apart --resources 2 --register none --expect-overlap"
   "all|--mode mixed --quarantine-ms $quarantine --all --resources 3"
   "election|--mode mixed --quarantine-ms $quarantine --election --resources 2"
+  "control-observer-order|--mode none --election --observer-misreports --resources 1 --register none --expect-observer-regression"
   "control-election-late|--mode none --election --election-acts-after-resign --resources 1 --register none --expect-overlap"
   "control-all-first-only|--mode none --all --all-first-only --resources 3 --register none --expect-overlap"
   "liveness|--mode none --cancel --check-stalls"

@@ -129,6 +129,9 @@ class REDLOCK_API Leadership {
   std::error_code lost() const;
   /// See Election::valid_until (one call to the loop thread).
   std::chrono::steady_clock::time_point valid_until();
+  /// See Election::observe: `on_change` runs on the Redlock's loop thread
+  /// (record and return; call nothing of this Leadership from it).
+  void observe(Election::ChangeCallback on_change);
 
   class State;
 

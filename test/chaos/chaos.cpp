@@ -122,6 +122,10 @@ options:
                        leader at a time within validity, terms growing
   --election-acts-after-resign  with --election, the control: a leader acts
                        on for a ttl after resigning (use with --expect-overlap)
+  --observer-misreports  with --election, the observers' control: every third
+                       report of a leader is recorded with term 1
+  --expect-observer-regression  control: exit 0 only if an observer was seen
+                       reporting a lower term after a higher
   --strand             the liveness control: one acquisition in four is kept
                        on the masters but recorded as canceled and never
                        unlocked (a cancel that did not release)
@@ -175,6 +179,8 @@ struct Args {
   bool strand = false;
   bool election = false;
   bool election_acts_after_resign = false;
+  bool observer_misreports = false;
+  bool expect_observer_regression = false;
   bool check_stalls = false;
   bool expect_stall = false;
   std::string register_mode = "fenced";
@@ -272,6 +278,14 @@ Args parse_args(int argc, char** argv) {
     }
     if (opt == "--election-acts-after-resign") {
       a.election_acts_after_resign = true;
+      continue;
+    }
+    if (opt == "--observer-misreports") {
+      a.observer_misreports = true;
+      continue;
+    }
+    if (opt == "--expect-observer-regression") {
+      a.expect_observer_regression = true;
       continue;
     }
     if (opt == "--check-stalls") {
@@ -405,6 +419,7 @@ int worker_main(const Args& a) {
   config.strand = a.strand;
   config.election = a.election;
   config.election_acts_after_resign = a.election_acts_after_resign;
+  config.observer_misreports = a.observer_misreports;
   return run_worker(config);
 }
 
@@ -638,6 +653,7 @@ int parent_main(const Args& a) {
       if (a.strand) args.emplace_back("--strand");
       if (a.election) args.emplace_back("--election");
       if (a.election_acts_after_resign) args.emplace_back("--election-acts-after-resign");
+      if (a.observer_misreports) args.emplace_back("--observer-misreports");
       w.pid = spawn(self, args);
       workers.push_back(w);
     }
@@ -728,6 +744,14 @@ int parent_main(const Args& a) {
                   " stale writes accepted"
             : "FAIL (negative control): no stale write accepted, so this run shows the checker could miss "
               "one";
+  } else if (a.expect_observer_regression) {
+    status = summary.observer_regressions > 0 ? 0 : 1;
+    verdict =
+        summary.observer_regressions > 0
+            ? "PASS (negative control): the checker caught " + std::to_string(summary.observer_regressions) +
+                  " observer reports of a lower term"
+            : "FAIL (negative control): no observer regression found, so this run shows the checker could "
+              "miss one";
   } else if (a.expect_stall) {
     status = summary.stalls > 0 ? 0 : 1;
     verdict =
@@ -765,6 +789,10 @@ int parent_main(const Args& a) {
     if (mode == Mode::restart && a.quarantine.count() == 0) {
       verdict += " (expected: empty restarts are safe only with --quarantine-ms)";
     }
+  } else if (summary.observer_regressions > 0) {
+    status = 1;
+    verdict = "FAIL: " + std::to_string(summary.observer_regressions) +
+              " observer reports of a lower term after a higher";
   } else if (a.check_stalls && summary.stalls > 0) {
     status = 1;
     verdict = "FAIL: " + std::to_string(summary.stalls) + " stalls (a resource held by nobody who knew it)";

@@ -38,6 +38,12 @@ struct Record {
   int permit = -1;                  // Lock::permit (--permits); -1 for a lock of the resource
   int shared = 0;                   // 1: a shared hold (--shared), beside which others may hold
 
+  /// An observer's report (--election), not a lock call: `thread` is
+  /// observer_thread, `resource` the election, `returned` when it was
+  /// reported, `fencing_token` the term, `permit` 1 if someone led, else 0.
+  static constexpr int observer_thread = -1;
+  bool is_observation() const { return thread == observer_thread; }
+
   bool acquired() const { return error == 0; }
   /// Left after valid_until: exclusion was no longer promised at the end.
   bool overran() const { return acquired() && left > valid_until; }

@@ -224,9 +224,31 @@ void check_stalls(const std::vector<Record>& records, const FaultSchedule& sched
   }
 }
 
-Summary summarize(const std::vector<Record>& records, const std::vector<Write>& writes,
+// --election's observers: per observer and election, in the order reported,
+// a leader's term never below an earlier leader's.
+void check_observers(const std::vector<Record>& observations, Summary& s) {
+  std::map<std::pair<int, int>, std::vector<const Record*>> by_observer;  // (process, election)
+  for (const Record& o : observations) by_observer[{o.process, o.resource}].push_back(&o);
+  for (auto& [observer, seen] : by_observer) {
+    std::stable_sort(seen.begin(), seen.end(),
+                     [](const Record* a, const Record* b) { return a->returned < b->returned; });
+    std::uint64_t highest = 0;
+    for (const Record* o : seen) {
+      ++s.observations;
+      if (o->permit == 0) continue;  // no leader
+      if (o->fencing_token < highest) ++s.observer_regressions;
+      highest = std::max(highest, o->fencing_token);
+    }
+  }
+}
+
+Summary summarize(const std::vector<Record>& all, const std::vector<Write>& writes,
                   const FaultSchedule& schedule, int permits, Clock::duration stall_after) {
+  std::vector<Record> records;  // the lock calls
+  std::vector<Record> observations;
+  for (const Record& r : all) (r.is_observation() ? observations : records).push_back(r);
   Summary s;
+  check_observers(observations, s);
   s.errors = zeroed_errors();
   s.unlock_errors = zeroed_errors();
   std::vector<microseconds> latencies;
@@ -379,6 +401,9 @@ void print_text(std::FILE* out, const RunInfo& run, const Summary& s, const Faul
   std::fprintf(out, "\n");
   if (s.shared_overlaps > 0)
     std::fprintf(out, "shared holders beside one another (allowed): %zu\n", s.shared_overlaps);
+  if (s.observations > 0)
+    std::fprintf(out, "observer reports: %zu, a lower term after a higher: %zu\n", s.observations,
+                 s.observer_regressions);
   std::fprintf(out, "fencing tokens checked in grant order: %zu, inversions: %zu\n", s.tokens_checked,
                s.token_inversions);
   if (run.permits > 0) {
@@ -419,6 +444,7 @@ std::string json_line(const RunInfo& run, const Summary& s, const FaultSchedule&
     << ",\"unlock_errors\":" << map_json(s.unlock_errors) << ",\"overruns\":" << s.overruns
     << ",\"expired_on_return\":" << s.expired_on_return << ",\"overlaps\":" << s.overlaps
     << ",\"shared_overlaps\":" << s.shared_overlaps << ",\"stalls\":" << s.stalls
+    << ",\"observations\":" << s.observations << ",\"observer_regressions\":" << s.observer_regressions
     << ",\"tokens_checked\":" << s.tokens_checked << ",\"token_inversions\":" << s.token_inversions
     << ",\"p50_acquire_us\":" << optional_number(s.p50_acquire)
     << ",\"p99_acquire_us\":" << optional_number(s.p99_acquire)

@@ -85,6 +85,10 @@ struct Summary {
   // Not counted for --permits (each permit is its own lock).
   std::size_t stalls = 0;
   Clock::duration longest_stall{};
+  // --election: observers' reports, and those with a lower term than one the
+  // same observer reported before.
+  std::size_t observations = 0;
+  std::size_t observer_regressions = 0;
 };
 
 /// Merges every worker's records and register writes and checks them.

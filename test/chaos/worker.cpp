@@ -389,6 +389,26 @@ int run_worker(const WorkerConfig& config) {
     // One Redlock per process, shared by its threads, as a daemon would use it.
     Redlock redlock(worker_options(config));
     Waits waits(config.threads);
+    // --election: an observer of each election, recording every report.
+    std::vector<std::unique_ptr<Leadership>> observers;
+    for (int e = 0; config.election && e < config.resources; ++e) {
+      observers.push_back(std::make_unique<Leadership>(redlock, "election-" + std::to_string(e),
+                                                       "observer-" + std::to_string(config.process),
+                                                       config.ttl));
+      auto count = std::make_shared<int>(0);
+      observers.back()->observe([&out, &config, e, count](const Leader& leader) {
+        Record o;
+        o.process = config.process;
+        o.thread = Record::observer_thread;
+        o.resource = e;
+        o.returned = Clock::now();
+        o.fencing_token = leader.term;
+        o.permit = leader.present ? 1 : 0;
+        // The control: every third report of a leader says term 1, below every real one.
+        if (config.observer_misreports && leader.present && ++*count % 3 == 0) o.fencing_token = 1;
+        out.write(o);
+      });
+    }
     std::vector<std::thread> threads;
     threads.reserve(static_cast<std::size_t>(config.threads) + 1);
     for (int t = 0; t < config.threads; ++t) {
@@ -397,6 +417,7 @@ int run_worker(const WorkerConfig& config) {
     }
     if (config.cancel) threads.emplace_back([&config, &waits] { cancel_now_and_then(config, waits); });
     for (auto& t : threads) t.join();
+    observers.clear();
   } catch (const std::exception& e) {
     std::fprintf(stderr, "redlock-chaos worker %d: %s\n", config.process, e.what());
     return 2;

@@ -56,6 +56,9 @@ struct WorkerConfig {
   bool election = false;
   /// The control: a leader acts on for a ttl after it resigned.
   bool election_acts_after_resign = false;
+  /// The observers' control: every third report of a leader is recorded
+  /// with term 1, below the terms reported before it: the checker must catch it.
+  bool observer_misreports = false;
   /// The control: the same semaphore built as a counter per master
   /// (counter_semaphore.hpp), which over-admits.
   bool counter_semaphore = false;
