@@ -101,20 +101,27 @@ class LeaderRead final : public ReplyHandler {
       l.known = true;  // a majority holds no leader
       return l;
     }
-    // Held: its record, where the key holds the leader's value.
+    // Held: its record, as a majority of the masters that hold the lock
+    // have it (a proclaim is taken once a majority wrote it; a minority may
+    // still have the value before).
+    std::map<std::string, int> records;
     bool first = true;
     for (const Answer& a : answers_) {
       if (a.value != most->first) continue;
       if (first || std::chrono::milliseconds{a.pttl} < least) least = std::chrono::milliseconds{a.pttl};
       first = false;
-      auto r = parse_record(a.record);
-      if (!r || r->lock_value != a.value || r->term < l.term) continue;
-      l.known = true;
-      l.present = true;
-      l.term = r->term;
-      l.id = r->id;
-      l.value = r->value;
+      ++records[a.record];
     }
+    auto agreed = std::max_element(records.begin(), records.end(),
+                                   [](const auto& x, const auto& y) { return x.second < y.second; });
+    if (agreed == records.end() || agreed->second < majority) return l;  // not known yet
+    auto r = parse_record(agreed->first);
+    if (!r || r->lock_value != most->first) return l;
+    l.known = true;
+    l.present = true;
+    l.term = r->term;
+    l.id = r->id;
+    l.value = r->value;
     return l;
   }
 
@@ -149,7 +156,10 @@ class Election::Impl : public std::enable_shared_from_this<Impl> {
 
   void campaign(std::string value, milliseconds wait, Elected elected, LostCallback on_lost) {
     if (!elected) elected = [](std::error_code, const Leader&) {};
-    if (campaign_ != 0 || leading_) return post_elected(std::move(elected), errc::invalid_argument);
+    if (closed_) return post_elected(std::move(elected), errc::closed);
+    if (state_ != State::idle || value.size() > max_value_bytes)
+      return post_elected(std::move(elected), errc::invalid_argument);
+    state_ = State::campaigning;
     on_lost_ = std::move(on_lost);
     std::weak_ptr<Impl> weak = shared_from_this();
     campaign_ = client_.lock(name_, ttl_, wait,
@@ -161,25 +171,45 @@ class Election::Impl : public std::enable_shared_from_this<Impl> {
 
   void proclaim(std::string value, Done cb) {
     if (!cb) cb = [](std::error_code) {};
-    if (!leading_) return post_done(std::move(cb), errc::not_held);
+    if (closed_) return post_done(std::move(cb), errc::closed);
+    if (value.size() > max_value_bytes) return post_done(std::move(cb), errc::invalid_argument);
+    if (state_ != State::leading) return post_done(std::move(cb), errc::not_held);
     Record r{lock_.value, lock_.fencing_token, id_, std::move(value)};
-    write_record(r, [cb = std::move(cb)](std::error_code e) { cb(e); });
+    std::weak_ptr<Impl> weak = shared_from_this();
+    write_record(r, [weak, r, cb = std::move(cb)](std::error_code e) {
+      // Renewals write again only what a majority took.
+      if (auto self = weak.lock(); self && !e && self->lock_.value == r.lock_value) self->last_record_ = r;
+      cb(e);
+    });
   }
 
   void resign(Done cb) {
     if (!cb) cb = [](std::error_code) {};
-    if (campaign_ != 0) {
-      client_.cancel(std::exchange(campaign_, 0));  // its `elected` says canceled
-      return post_done(std::move(cb), errc{});
+    if (closed_) return post_done(std::move(cb), errc::closed);
+    switch (state_) {
+      case State::idle:
+        return post_done(std::move(cb), errc::not_held);
+      case State::campaigning:
+        state_ = State::idle;
+        client_.cancel(std::exchange(campaign_, 0));  // its `elected` says canceled
+        return post_done(std::move(cb), errc{});
+      case State::electing:
+        // Won, its record not yet written: `elected` will say canceled.
+        state_ = State::idle;
+        on_lost_ = nullptr;
+        return client_.unlock(lock_, std::move(cb));
+      case State::leading:
+        state_ = State::idle;
+        on_lost_ = nullptr;
+        return client_.unlock(lock_, std::move(cb));
     }
-    if (!leading_) return post_done(std::move(cb), errc::not_held);
-    leading_ = false;
-    on_lost_ = nullptr;
-    client_.unlock(lock_, std::move(cb));
   }
 
   void leader(LeaderCallback cb) {
     if (!cb) return;
+    if (closed_) {
+      return context_.post([cb = std::move(cb)] { cb(make_error_code(errc::closed), Leader{}); });
+    }
     read([cb = std::move(cb)](Leader l, milliseconds) {
       std::error_code e = l.known ? std::error_code{} : make_error_code(errc::unavailable);
       cb(e, std::move(l));
@@ -191,14 +221,15 @@ class Election::Impl : public std::enable_shared_from_this<Impl> {
     on_renewed_ = std::move(on_renewed);
   }
 
-  Lock lock() const { return leading_ ? lock_ : Lock{}; }
+  Lock lock() const { return state_ == State::leading ? lock_ : Lock{}; }
 
   std::chrono::steady_clock::time_point valid_until() const {
-    return leading_ ? lock_.valid_until : std::chrono::steady_clock::time_point{};
+    return state_ == State::leading ? lock_.valid_until : std::chrono::steady_clock::time_point{};
   }
 
   void observe(ChangeCallback on_change) {
     on_change_ = std::move(on_change);
+    if (closed_) return;
     if (watching_) return refresh();
     watching_ = true;
     // Releases of the lock, and the records the leaders write.
@@ -221,17 +252,32 @@ class Election::Impl : public std::enable_shared_from_this<Impl> {
 
   void on_locked(std::error_code e, Lock l, std::string value, Elected elected) {
     campaign_ = 0;
-    if (e) return elected(e, Leader{});
+    if (state_ != State::campaigning) {
+      // Resigned (or closed) meanwhile: whatever the attempt won, give it back.
+      if (!e) client_.unlock(l, nullptr);
+      return elected(e ? e : make_error_code(errc::canceled), Leader{});
+    }
+    if (e) {
+      state_ = State::idle;
+      return elected(e, Leader{});
+    }
+    state_ = State::electing;
     lock_ = std::move(l);
     Record r{lock_.value, lock_.fencing_token, id_, std::move(value)};
     std::weak_ptr<Impl> weak = shared_from_this();
     write_record(r, [weak, r, elected = std::move(elected)](std::error_code written) {
       auto self = weak.lock();
       if (!self) return;
+      // Resigned, destroyed or closed while the record was written: the lock
+      // was given back then.
+      if (self->state_ != State::electing || self->lock_.value != r.lock_value)
+        return elected(make_error_code(errc::canceled), Leader{});
       if (written) {
+        self->state_ = State::idle;
         self->client_.unlock(self->lock_, nullptr);
         return elected(written, Leader{});
       }
+      self->last_record_ = r;
       self->lead();
       elected({}, Leader{true, true, r.id, r.value, r.term});
     });
@@ -239,14 +285,15 @@ class Election::Impl : public std::enable_shared_from_this<Impl> {
 
   // Keeps the lock alive until resign(); each renewal keeps the record too.
   void lead() {
-    leading_ = true;
+    state_ = State::leading;
     std::weak_ptr<Impl> weak = shared_from_this();
     client_.keep(
         lock_, keep_options_,
-        [weak](std::error_code e) {
+        [weak, value = lock_.value](std::error_code e) {
+          // This leadership's loss: not a later one's.
           auto self = weak.lock();
-          if (!self || !self->leading_) return;
-          self->leading_ = false;
+          if (!self || self->state_ != State::leading || self->lock_.value != value) return;
+          self->state_ = State::idle;
           if (auto lost = std::exchange(self->on_lost_, nullptr)) lost(e);
         },
         [weak](std::chrono::steady_clock::time_point valid_until) {
@@ -257,7 +304,7 @@ class Election::Impl : public std::enable_shared_from_this<Impl> {
           self->lock_.valid_until = valid_until;
           if (self->on_renewed_) self->on_renewed_(valid_until);
           self->context_.post([weak] {
-            if (auto s = weak.lock(); s && s->leading_) s->renew_record();
+            if (auto s = weak.lock(); s && s->state_ == State::leading) s->renew_record();
           });
         });
   }
@@ -272,7 +319,6 @@ class Election::Impl : public std::enable_shared_from_this<Impl> {
   // Writes `r` where our lock holds and tells the observers; `done` hears
   // whether a majority did while the lock was valid.
   void write_record(const Record& r, std::function<void(std::error_code)> done) {
-    last_record_ = r;
     uv_update_time(context_.loop);
     const std::uint64_t id = ++last_round_;
     std::weak_ptr<Impl> weak = shared_from_this();
@@ -293,6 +339,11 @@ class Election::Impl : public std::enable_shared_from_this<Impl> {
   }
 
   void read(std::function<void(Leader, milliseconds)> cb) {
+    if (closed_ || context_.masters.empty()) {
+      return context_.post([weak = weak_from_this(), cb = std::move(cb)] {
+        if (auto self = weak.lock()) cb(Leader{}, milliseconds{0});
+      });
+    }
     std::weak_ptr<Impl> weak = shared_from_this();
     const std::uint64_t id = ++last_round_;
     auto answer = std::make_shared<std::pair<Leader, milliseconds>>();
@@ -317,15 +368,19 @@ class Election::Impl : public std::enable_shared_from_this<Impl> {
       return;
     }
     reading_ = true;
-    read([this](Leader l, milliseconds left) {
-      reading_ = false;
-      report(l);
-      if (std::exchange(read_again_, false)) return refresh();
+    std::weak_ptr<Impl> weak = shared_from_this();
+    read([weak](Leader l, milliseconds left) {
+      auto self = weak.lock();  // alive through the observer's callback, which may destroy the Election
+      if (!self) return;
+      self->reading_ = false;
+      self->report(l);
+      if (self->closed_ || !self->on_change_) return;
+      if (std::exchange(self->read_again_, false)) return self->refresh();
       // Not every change comes with a message (a leader's key expires): read
       // again when its key would run out, and now and then anyway.
-      milliseconds next = ttl_;
+      milliseconds next = self->ttl_;
       if (l.present && left.count() >= 0) next = std::min(next, left + milliseconds{5});
-      arm(next);
+      self->arm(next);
     });
   }
 
@@ -346,17 +401,19 @@ class Election::Impl : public std::enable_shared_from_this<Impl> {
     in_flight_.erase(it);
     // Not once the Election is gone: no callback runs after its destruction.
     context_.post([weak = weak_from_this(), pending = std::move(pending), e] {
-      if (weak.lock()) pending.answer(e);
+      if (auto self = weak.lock()) pending.answer(e);
     });
   }
 
   // The Client is closing: what is in flight gets no reply; answer it now.
   void closed() {
+    closed_ = true;
+    timer_.close();
     auto all = std::move(in_flight_);
     in_flight_.clear();
     for (auto& [id, pending] : all) {
       context_.post([weak = weak_from_this(), pending = std::move(pending)] {
-        if (weak.lock()) pending.answer(errc::closed);
+        if (auto self = weak.lock()) pending.answer(errc::closed);
       });
     }
   }
@@ -368,20 +425,27 @@ class Election::Impl : public std::enable_shared_from_this<Impl> {
         static_cast<std::uint64_t>(std::max<long long>(after.count(), 1)), 0);
   }
 
+ public:
+  // The Election is going: no callback of it runs any more, and what it
+  // holds is given back. Idempotent; touches nothing of a Client destroyed
+  // first.
   void stop() {
+    on_change_ = nullptr;
+    on_lost_ = nullptr;
+    timer_.close();
+    const State was = std::exchange(state_, State::idle);
+    if (client_alive_.expired()) return;
     if (watching_) {
       context_.waiters.unwatch(lock_watch_.key, lock_watch_);
       context_.waiters.unwatch(record_watch_.key, record_watch_);
       watching_ = false;
     }
-    timer_.close();
+    if (closed_) return;
     if (campaign_ != 0) client_.cancel(std::exchange(campaign_, 0));
-    if (leading_) {
-      leading_ = false;
-      client_.unlock(lock_, nullptr);
-    }
+    if (was == State::electing || was == State::leading) client_.unlock(lock_, nullptr);
   }
 
+ private:
   void post_elected(Elected elected, errc e) {
     context_.post([elected = std::move(elected), e] { elected(make_error_code(e), Leader{}); });
   }
@@ -396,9 +460,20 @@ class Election::Impl : public std::enable_shared_from_this<Impl> {
   const milliseconds ttl_;
   const std::string key_;
   const std::string record_key_;
-  Client::CallId campaign_ = 0;  // the lock() call of a campaign waiting
-  bool leading_ = false;
-  Lock lock_;           // while leading
+  // A value (and so the record beside the lock) is at most this large: every
+  // renewal writes it again, and every read brings it back.
+  static constexpr std::size_t max_value_bytes = std::size_t{64} * 1024;
+  enum class State {
+    idle,
+    campaigning,  // its lock() call waits
+    electing,     // won the lock, writing who leads
+    leading,
+  };
+  State state_ = State::idle;
+  bool closed_ = false;                                              // the Client closed
+  const std::weak_ptr<const bool> client_alive_ = context_.alive();  // expires with the Client
+  Client::CallId campaign_ = 0;                                      // the lock() call of a campaign waiting
+  Lock lock_;                                                        // while electing or leading
   Record last_record_;  // what we wrote last, written again at each renewal
   LostCallback on_lost_;
   KeepOptions keep_options_;
@@ -433,7 +508,11 @@ Election::Election(Client& client, std::string name, std::string id, millisecond
   impl_ = std::make_shared<Impl>(client, std::move(name), std::move(id), ttl);
 }
 
-Election::~Election() = default;
+Election::~Election() {
+  // Now, while the Client may still exist: the Impl may live on a moment in
+  // a callback that is running.
+  impl_->stop();
+}
 
 void Election::campaign(std::string value, milliseconds wait, Elected elected, LostCallback on_lost) {
   impl_->campaign(std::move(value), wait, std::move(elected), std::move(on_lost));

@@ -178,7 +178,7 @@ run_chaos() {
 # The mutual-exclusion checker: every fault mode briefly, plus the negative
 # control that must find overlaps (scripts/chaos.sh); each run counts as a test.
 if ((${#test_args[@]} == 0)) && [[ -x $BUILD_DIR/test/chaos/redlock-chaos ]]; then
-  run_chaos chaos --seconds "${CHAOS_SECONDS:-10}"
+  run_chaos chaos --seconds "${CHAOS_SECONDS:-8}"
 
   # The same against docker-compose.yml's containers, briefly, when Docker can
   # run here (scripts/compose.sh starts dockerd, asked to by --start-dockerd,

@@ -106,7 +106,7 @@ TEST_CASE("callers naming resources in opposite orders never deadlock", "[all]")
         if (++inside != 1) ++overlaps;
         std::this_thread::sleep_for(2ms);
         --inside;
-        CHECK_FALSE(redlock.unlock(*lock));
+        if (redlock.unlock(*lock)) ++failures;  // (Catch2 asserts from the test thread only)
       }
     });
   }

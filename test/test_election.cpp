@@ -14,6 +14,8 @@
 #include <vector>
 
 #include "support/cluster.hpp"
+#include "support/fault_proxy.hpp"
+#include "support/holders.hpp"
 #include "support/loop.hpp"
 
 using namespace redlock;
@@ -238,4 +240,97 @@ TEST_CASE("Leadership for threads: one leader at a time, terms that only grow", 
   REQUIRE(none);
   CHECK_FALSE(none->present);
   CHECK(reader.lost() == std::error_code{});
+}
+
+TEST_CASE("a resign between winning the lock and writing who leads gives the lock back", "[election]") {
+  Cluster masters(3);
+  std::vector<std::unique_ptr<FaultProxy>> proxies;
+  Options slow = fenced(masters);
+  slow.masters.clear();
+  slow.command_timeout = 500ms;
+  for (std::size_t i = 0; i < masters.size(); ++i) {
+    proxies.push_back(std::make_unique<FaultProxy>(masters[i].port()));
+    slow.masters.push_back(proxies.back()->endpoint());
+  }
+  LoopFixture loop;
+  {
+    Client a(loop.get(), slow);
+    Client b(loop.get(), fenced(masters));
+    Election first(a, "sched", "a", 5s);
+    Election second(b, "sched", "b", 5s);
+    (void)loop.run_until([] { return false; }, 200ms);  // connected
+    for (auto& p : proxies) p->delay(60ms);
+    Campaign won(first, "v", 0ms);
+    // The lock is won on the masters; who leads is not written yet.
+    REQUIRE(loop.run_until([&] { return masters[0].get("{sched}").has_value(); }, 5s));
+    REQUIRE_FALSE(won.done());
+    auto resigned = std::make_shared<std::optional<std::error_code>>();
+    first.resign([resigned](std::error_code e) { *resigned = e; });
+    REQUIRE(loop.run_until([&] { return won.done() && resigned->has_value(); }, 5s));
+    CHECK(*won.error == errc::canceled);
+    CHECK_FALSE(**resigned);
+    CHECK(held_nowhere(masters, "{sched}"));
+    Campaign next(second, "w", 2s);
+    REQUIRE(loop.run_until([&] { return next.done(); }, 5s));
+    CHECK_FALSE(*next.error);
+    CHECK(won.lost->empty());
+    CHECK_FALSE(done_of(loop, [&](Election::Done cb) { second.resign(std::move(cb)); }));
+    a.close(nullptr);
+    b.close(nullptr);
+  }
+  REQUIRE(loop.close());
+}
+
+TEST_CASE("an Election destroyed in its own observer, or after its Client closed, is no use after free",
+          "[election]") {
+  Cluster masters(3);
+  LoopFixture loop;
+  {
+    Client a(loop.get(), fenced(masters));
+    auto watcher = std::make_unique<Election>(a, "sched", "w", 1s);
+    bool told = false;
+    watcher->observe([&](const Leader&) {
+      told = true;
+      watcher.reset();  // from inside its own callback
+    });
+    Election leader(a, "sched", "l", 1s);
+    Campaign won(leader, "v", 0ms);
+    REQUIRE(loop.run_until([&] { return told && won.done(); }, 5s));
+    CHECK_FALSE(watcher);
+
+    auto late = std::make_unique<Election>(a, "sched", "late", 1s);
+    late->observe([](const Leader&) {});
+    a.close(nullptr);
+    // After close, what it is asked is answered closed.
+    auto answer = std::make_shared<std::optional<std::error_code>>();
+    late->leader([answer](std::error_code e, Leader) { *answer = e; });
+    CHECK(done_of(loop, [&](Election::Done cb) { late->proclaim("x", std::move(cb)); }) == errc::closed);
+    REQUIRE(loop.run_until([&] { return answer->has_value(); }, 2s));
+    CHECK(**answer == errc::closed);
+    late.reset();
+  }
+  REQUIRE(loop.close());
+}
+
+TEST_CASE("a second campaign while leading and a value over 64 KiB are invalid_argument", "[election]") {
+  Cluster masters(3);
+  LoopFixture loop;
+  {
+    Client a(loop.get(), fenced(masters));
+    Election e(a, "sched", "a", 5s);
+    Campaign first(e, "v", 0ms);
+    REQUIRE(loop.run_until([&] { return first.done(); }, 5s));
+    REQUIRE_FALSE(*first.error);
+    Campaign again(e, "v", 0ms);
+    REQUIRE(loop.run_until([&] { return again.done(); }, 5s));
+    CHECK(*again.error == errc::invalid_argument);
+    std::string big(64 * 1024 + 1, 'x');
+    CHECK(done_of(loop, [&](Election::Done cb) { e.proclaim(big, std::move(cb)); }) ==
+          errc::invalid_argument);
+    CHECK(read_leader(loop, e).value == "v");
+    CHECK_FALSE(done_of(loop, [&](Election::Done cb) { e.resign(std::move(cb)); }));
+    CHECK(first.lost->empty());
+    a.close(nullptr);
+  }
+  REQUIRE(loop.close());
 }

@@ -352,7 +352,7 @@ TEST_CASE("threads reading and writing through Redlocks: a writer is never insid
         } else {
           --readers;
         }
-        CHECK_FALSE(redlock.unlock(*lock));
+        if (redlock.unlock(*lock)) ++failures;  // (Catch2 asserts from the test thread only)
       }
     });
   }

@@ -43,7 +43,11 @@ struct REDLOCK_API Leader {
 /// Callbacks as Client's: each exactly once (on_lost at most once, the
 /// observer for every change), on the loop thread, never inside the call.
 /// Destroying the Election stops observing, cancels a campaign and, if it
-/// leads, resigns (the lock is released); no callback runs after that.
+/// leads (or has just won), resigns (the lock is released); no callback
+/// runs after that. It may be destroyed from inside its own callbacks, and
+/// before or after its Client (after: nothing is released, the Client's
+/// close ended it all). Once the Client closed, every call is answered
+/// errc::closed. Values are 64 KiB at most (errc::invalid_argument).
 class REDLOCK_API Election {
  public:
   /// Answers campaign(): the Leader it became, or why not (errc::timeout
@@ -70,7 +74,9 @@ class REDLOCK_API Election {
   /// Waits at most `wait` (woken by the leader's release, as lock() is)
   /// until this candidate leads, writes who leads and `value`, and keeps
   /// the leadership alive until resign(). errc::invalid_argument while it
-  /// already campaigns or leads.
+  /// already campaigns or leads. A resign() after the lock was won but
+  /// before who leads was written gives the lock back: `elected` says
+  /// errc::canceled.
   void campaign(std::string value, milliseconds wait, Elected elected, LostCallback on_lost);
   /// The leader changes its value, written where its lock still holds;
   /// errc::not_held when this Election does not lead (or a majority no
