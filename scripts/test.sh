@@ -129,7 +129,7 @@ if bash scripts/setup.sh; then
     if [[ -f $TSAN_BUILD_DIR/build.ninja ]] ||
       meson setup "$TSAN_BUILD_DIR" -Db_sanitize=thread -Db_lundef=false -Dexamples=disabled -Dbench=disabled; then
       REDLOCK_TEST_TIMEOUT_MULTIPLIER=${REDLOCK_TEST_TIMEOUT_MULTIPLIER:-4} TSAN_OPTIONS=halt_on_error=1 \
-        run_suite threads "$TSAN_BUILD_DIR" blocking mutex cancel guard client proxy stats wait shared
+        run_suite threads "$TSAN_BUILD_DIR" blocking mutex cancel guard client proxy stats wait shared election
     else
       echo "=== threads: meson setup $TSAN_BUILD_DIR failed"
       failures+=("threads: meson setup $TSAN_BUILD_DIR")
