@@ -14,7 +14,6 @@
 // - observer lag: from a new leader's `elected` to an observer (another
 //   Client) reporting that term.
 
-#include <sched.h>
 #include <uv.h>
 
 #include <redlock/redlock.hpp>
@@ -30,6 +29,7 @@
 #include <thread>
 #include <vector>
 
+#include "placement.hpp"
 #include "support/cluster.hpp"
 
 using namespace std::chrono_literals;
@@ -38,20 +38,6 @@ using Clock = std::chrono::steady_clock;
 namespace {
 
 constexpr auto ttl = 1000ms;
-
-bool pin(pid_t pid, int cpu) {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  CPU_SET(cpu, &set);
-  return sched_setaffinity(pid, sizeof set, &set) == 0;
-}
-
-bool pin_apart(redlock::test::Cluster& cluster) {
-  if (std::thread::hardware_concurrency() < 2 || !pin(0, 0)) return false;
-  bool ok = true;
-  for (std::size_t i = 0; i < cluster.size(); ++i) ok = pin(cluster[i].pid(), 1) && ok;
-  return ok;
-}
 
 double micros(Clock::duration d) {
   return std::chrono::duration<double, std::micro>(d).count();
@@ -209,7 +195,7 @@ int main(int argc, char** argv) {
   try {
     bool smoke = argc > 1 && std::strcmp(argv[1], "--smoke") == 0;
     redlock::test::Cluster cluster(5);
-    bool pinned = pin_apart(cluster);
+    bool pinned = bench::pin_apart(cluster);
     Result r;
     handovers(cluster, smoke ? 20 : 200, r);
     deaths(cluster, smoke ? 2 : 10, r);

@@ -6,7 +6,6 @@
 //                        repetitions; masters on CPU 1, this process on CPU 0
 //   bench_keep --smoke   100 locks, two ticks, once (CI: it keeps building and running)
 
-#include <sched.h>
 #include <sys/resource.h>
 #include <uv.h>
 
@@ -21,6 +20,7 @@
 #include <thread>
 #include <vector>
 
+#include "placement.hpp"
 #include "support/cluster.hpp"
 
 using namespace std::chrono_literals;
@@ -40,22 +40,6 @@ double client_cpu_us() {
     return static_cast<double>(t.tv_sec) * 1e6 + static_cast<double>(t.tv_usec);
   };
   return us(usage.ru_utime) + us(usage.ru_stime);
-}
-
-bool pin(pid_t pid, int cpu) {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  CPU_SET(cpu, &set);
-  return sched_setaffinity(pid, sizeof set, &set) == 0;
-}
-
-// Masters on CPU 1 and the client on CPU 0, so that neither steals the
-// other's time slices on a 2-vCPU machine. False when the machine has one CPU.
-bool pin_apart(redlock::test::Cluster& cluster) {
-  if (std::thread::hardware_concurrency() < 2 || !pin(0, 0)) return false;
-  bool ok = true;
-  for (std::size_t i = 0; i < cluster.size(); ++i) ok = pin(cluster[i].pid(), 1) && ok;
-  return ok;
 }
 
 double info_field(const std::string& info, const std::string& name) {
@@ -213,7 +197,7 @@ int main(int argc, char** argv) {
     std::vector<int> counts = smoke ? std::vector<int>{100} : std::vector<int>{1000, 10000};
     int ticks = smoke ? 2 : 5;
     int reps = smoke ? 1 : 3;
-    bool pinned = !smoke && pin_apart(cluster);
+    bool pinned = !smoke && bench::pin_apart(cluster);
     bool ok = true;
     for (int rep = 0; rep < reps; ++rep) {
       for (int count : counts) {

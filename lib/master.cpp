@@ -119,16 +119,24 @@ std::shared_ptr<const Command> Command::script(const Script& script, const std::
   return make(&script, argv);
 }
 
-std::shared_ptr<const Command> Command::script_over(const Script& script, std::size_t keys,
-                                                    const std::vector<std::string>& argv) {
+// EVALSHA of `script` on `keys` keys, `argv` being KEYS and then ARGV: for
+// the scripts whose key count varies.
+template <class Args>
+std::shared_ptr<Command> Command::over(const Script& script, std::size_t keys, const Args& argv,
+                                       Expect expect) {
   std::string count = std::to_string(keys);
   std::vector<std::string_view> all{"EVALSHA", script.sha1, count};
   all.insert(all.end(), argv.begin(), argv.end());
   auto c = std::make_shared<Command>();
   c->encoded_ = encode_command(all.data(), all.size());
   c->script_ = &script;
-  c->expect_ = Expect::script;
+  c->expect_ = expect;
   return c;
+}
+
+std::shared_ptr<const Command> Command::script_over(const Script& script, std::size_t keys,
+                                                    const std::vector<std::string>& argv) {
+  return over(script, keys, argv, Expect::script);
 }
 
 std::shared_ptr<const Command> Command::read(const Script& script, const std::vector<std::string>& argv) {
@@ -139,13 +147,7 @@ std::shared_ptr<const Command> Command::read(const Script& script, const std::ve
 
 std::shared_ptr<const Command> Command::flags(const Script& script, std::size_t keys,
                                               const std::vector<std::string_view>& argv, std::size_t locks) {
-  std::string count = std::to_string(keys);
-  std::vector<std::string_view> all{"EVALSHA", script.sha1, count};
-  all.insert(all.end(), argv.begin(), argv.end());
-  auto c = std::make_shared<Command>();
-  c->encoded_ = encode_command(all.data(), all.size());
-  c->script_ = &script;
-  c->expect_ = Expect::flags;
+  auto c = over(script, keys, argv, Expect::flags);
   c->locks_ = locks;
   return c;
 }

@@ -68,6 +68,9 @@ class Command {
  private:
   template <class Args>
   static std::shared_ptr<const Command> make(const Script* script, const Args& argv);
+  template <class Args>
+  static std::shared_ptr<Command> over(const Script& script, std::size_t keys, const Args& argv,
+                                       Expect expect);
 
   const Script* script_ = nullptr;
   Expect expect_ = Expect::any;
