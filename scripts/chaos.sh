@@ -285,7 +285,7 @@ runs=(
   "control-stranded|--mode none --strand --register none --expect-stall"
   "control-clock-unfenced|--mode clock-large --register unfenced --expect-stale"
   "control-pause-unfenced|--mode pause-client --register unfenced --expect-stale"
-  "control-permit-counter|--mode none --permits 3 --resources 1 --threads 8 --counter-semaphore --register none --expect-over-admission"
+  "control-permit-counter|--mode none --permits 3 --resources 1 --threads 16 --counter-semaphore --register none --expect-over-admission"
 )
 # The third layer's runs, until its primitives exist.
 not_built=()
