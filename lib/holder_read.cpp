@@ -3,7 +3,6 @@
 #include <redlock/error.hpp>
 
 #include <algorithm>
-#include <charconv>
 #include <utility>
 
 #include "keys.hpp"
@@ -13,12 +12,6 @@
 
 namespace redlock {
 namespace {
-
-std::uint64_t unsigned_number(const std::string& text) {
-  std::uint64_t value = 0;
-  std::from_chars(text.data(), text.data() + text.size(), value);
-  return value;
-}
 
 std::size_t count(const Reply& reply) {
   return reply.type == Reply::Type::integer && reply.integer > 0 ? static_cast<std::size_t>(reply.integer)
@@ -58,7 +51,7 @@ void HolderRead::on_reply(const Master& from, const Reply& reply) {
     key.present = !e[0].str.empty();
     key.value = e[0].str;
     if (key.present) key.ttl = std::chrono::milliseconds{e[1].integer};
-    key.fencing_counter = unsigned_number(e[2].str);
+    key.fencing_counter = fencing_counter_of(e[2].str);
     key.waiting = count(e[3]);
     key.shared_holders = count(e[4]);
     read_[i] = true;

@@ -53,14 +53,6 @@ long long number(const std::string& text) {
   return value;
 }
 
-// A fencing counter as stored (decimal digits); 0 for anything else.
-std::uint64_t unsigned_number(const std::string& text) {
-  std::uint64_t value = 0;
-  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
-  if (ec != std::errc{} || end != text.data() + text.size()) return 0;
-  return value;
-}
-
 std::string failure_text(Failure why, milliseconds deadline) {
   switch (why) {
     case Failure::timeout:
@@ -231,7 +223,7 @@ class Inspector::Impl {
         });
         send(i, {"GET", keys::fencing(key)}, [this, i, k](const Reply* reply, Failure why) {
           if (answered(i, reply, why) && reply->type == Reply::Type::string) {
-            result_.masters[i].keys[k].fencing_counter = unsigned_number(reply->str);
+            result_.masters[i].keys[k].fencing_counter = fencing_counter_of(reply->str);
           }
           answer(i);
         });

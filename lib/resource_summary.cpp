@@ -1,6 +1,7 @@
 #include "resource_summary.hpp"
 
 #include <algorithm>
+#include <charconv>
 #include <map>
 #include <utility>
 
@@ -9,6 +10,13 @@
 #include "scripts.hpp"
 
 namespace redlock {
+
+std::uint64_t fencing_counter_of(const std::string& text) {
+  std::uint64_t value = 0;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (ec != std::errc{} || end != text.data() + text.size()) return 0;
+  return value;
+}
 
 ResourceReport summarize_resource(std::string resource, const std::vector<const KeyReport*>& keys,
                                   int masters) {

@@ -6,10 +6,14 @@
 
 #include <redlock/inspect.hpp>
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
 namespace redlock {
+
+/// A fencing counter as stored (decimal digits); 0 for anything else.
+std::uint64_t fencing_counter_of(const std::string& text);
 
 /// `keys`: what each master that answered holds for `resource` (masters
 /// that did not answer are left out); `masters`: N, for the quorum.
