@@ -270,7 +270,7 @@ runs=(
   "clock|--mode clock"
   "keep+clock|--mode clock --holds kept"
   "clock-large|--mode clock-large"
-  "pause-client|--mode pause-client"
+  "pause-client|--mode pause-client --resources 6 --threads 8"
   "partition|--mode partition"
   "permit|--mode mixed --quarantine-ms $quarantine --permits 3 --resources 1 --threads 8"
   "cancel|--mode mixed --quarantine-ms $quarantine --cancel"
@@ -284,7 +284,7 @@ runs=(
   "liveness|--mode none --cancel --check-stalls"
   "control-stranded|--mode none --strand --register none --expect-stall"
   "control-clock-unfenced|--mode clock-large --register unfenced --expect-stale"
-  "control-pause-unfenced|--mode pause-client --register unfenced --expect-stale"
+  "control-pause-unfenced|--mode pause-client --resources 6 --threads 8 --register unfenced --expect-stale"
   "control-permit-counter|--mode none --permits 3 --resources 1 --threads 16 --counter-semaphore --register none --expect-over-admission"
 )
 # The third layer's runs, until its primitives exist.

@@ -63,6 +63,7 @@ run_suite() {
   local args=("$@")
   ((${#args[@]} > 0)) || args=("${test_args[@]}")
   log=$(mktemp)
+  local started=$SECONDS
   echo "=== $name: building $dir"
   # shellcheck disable=SC2086 # NINJA_TARGETS is a list of words
   if ! ninja -C "$dir" -j2 ${NINJA_TARGETS:-}; then
@@ -72,7 +73,7 @@ run_suite() {
     rm -f "$log"
     return
   fi
-  echo "=== $name: meson test"
+  echo "=== $name: built in $((SECONDS - started)) s; meson test"
   meson test -C "$dir" "${meson_test_args[@]}" "${args[@]}" 2>&1 | tee "$log" || status=$?
 
   # The summary ends meson's output; take the last value of each label.
@@ -103,7 +104,7 @@ run_suite() {
     failed=1  # meson failed for a reason its counts do not show
     failures+=("$name: meson test exited $status")
   fi
-  echo "=== $name: $passed passed, $failed failed, $skipped skipped"
+  echo "=== $name: $passed passed, $failed failed, $skipped skipped ($((SECONDS - started)) s with the build)"
   total_passed=$((total_passed + passed))
   total_failed=$((total_failed + failed))
 }
@@ -124,12 +125,14 @@ if bash scripts/setup.sh; then
     total_failed=$((total_failed + 1))
   fi
 
-  # The multi-threaded parts (blocking facade, fault proxy): ThreadSanitizer.
+  # The multi-threaded parts (blocking facade, fault proxy): ThreadSanitizer,
+  # which builds only these tests.
+  tsan_tests=(blocking mutex cancel guard client proxy stats wait shared election)
   if ((${#test_args[@]} == 0)); then
     if [[ -f $TSAN_BUILD_DIR/build.ninja ]] ||
       meson setup "$TSAN_BUILD_DIR" -Db_sanitize=thread -Db_lundef=false -Dexamples=disabled -Dbench=disabled; then
       REDLOCK_TEST_TIMEOUT_MULTIPLIER=${REDLOCK_TEST_TIMEOUT_MULTIPLIER:-4} TSAN_OPTIONS=halt_on_error=1 \
-        run_suite threads "$TSAN_BUILD_DIR" blocking mutex cancel guard client proxy stats wait shared election
+        NINJA_TARGETS="${tsan_tests[*]/#/test/test_}" run_suite threads "$TSAN_BUILD_DIR" "${tsan_tests[@]}"
     else
       echo "=== threads: meson setup $TSAN_BUILD_DIR failed"
       failures+=("threads: meson setup $TSAN_BUILD_DIR")
@@ -158,7 +161,7 @@ fi
 # run_chaos NAME CHAOS.SH ARGS...: runs scripts/chaos.sh; each run in its
 # summary table counts as a test.
 run_chaos() {
-  local name=$1 chaos_log status=0 chaos_ok chaos_failed
+  local name=$1 chaos_log status=0 chaos_ok chaos_failed started=$SECONDS
   shift
   echo "=== $name: scripts/chaos.sh $*"
   chaos_log=$(mktemp)
@@ -170,7 +173,7 @@ run_chaos() {
   fi
   ((chaos_failed == 0)) || failures+=("$name: $chaos_failed of its runs (the table above)")
   rm -f "$chaos_log"
-  echo "=== $name: $chaos_ok passed, $chaos_failed failed"
+  echo "=== $name: $chaos_ok passed, $chaos_failed failed ($((SECONDS - started)) s)"
   total_passed=$((total_passed + chaos_ok))
   total_failed=$((total_failed + chaos_failed))
 }
@@ -202,6 +205,7 @@ fi
 # CMake, and as a Meson subproject (scripts/consumers.sh); each check counts.
 if ((${#test_args[@]} == 0)); then
   echo "=== consumers: scripts/consumers.sh"
+  started=$SECONDS
   consumers_log=$(mktemp)
   status=0
   BUILD_DIR=$BUILD_DIR bash scripts/consumers.sh 2>&1 | tee "$consumers_log" || status=$?
@@ -212,7 +216,7 @@ if ((${#test_args[@]} == 0)); then
   fi
   ((consumers_failed == 0)) || failures+=("consumers: $consumers_failed (the lines marked FAIL above)")
   rm -f "$consumers_log"
-  echo "=== consumers: $consumers_ok passed, $consumers_failed failed"
+  echo "=== consumers: $consumers_ok passed, $consumers_failed failed ($((SECONDS - started)) s)"
   total_passed=$((total_passed + consumers_ok))
   total_failed=$((total_failed + consumers_failed))
 
@@ -221,7 +225,9 @@ if ((${#test_args[@]} == 0)); then
   # (scripts/deb-test.sh); one test each.
   for step in deb deb-test; do
     echo "=== $step: scripts/$step.sh"
+    started=$SECONDS
     if DEB_DIR=$(pwd)/debs bash "scripts/$step.sh"; then
+      echo "=== $step: passed ($((SECONDS - started)) s)"
       total_passed=$((total_passed + 1))
     else
       failures+=("$step: scripts/$step.sh")
@@ -285,5 +291,6 @@ if ((${#failures[@]} > 0)); then
   echo "=== what failed:"
   printf '  %s\n' "${failures[@]}"
 fi
+echo "=== the whole run took $((SECONDS / 60)) min $((SECONDS % 60)) s"
 echo "$total_passed passed, $total_failed failed"
 ((total_failed == 0))

@@ -242,6 +242,13 @@ TEST_CASE("the gate master restarted while a waiter is queued there: the next re
   REQUIRE(loop.close());
 }
 
+// Every vote a Client's attempts got or failed to get, on all masters.
+std::uint64_t votes_asked(const Client& client) {
+  std::uint64_t n = 0;
+  for (const MasterStats& m : client.stats().masters) n += m.votes_granted + m.votes_refused + m.votes_failed;
+  return n;
+}
+
 TEST_CASE("a key's releases are heard from a majority of the masters, the same ones in every Client",
           "[wait]") {
   Cluster masters(5);
@@ -257,6 +264,8 @@ TEST_CASE("a key's releases are heard from a majority of the masters, the same o
     // The holder's key is gone from the gate master (as if the holder had
     // taken the lock while it was away), so the gate lets the waiters through,
     // the majority refuses them, and they are not queued: they listen.
+    // try_lock answers at a majority's yes: the gate's may still be on its way.
+    REQUIRE(loop.run_until([&] { return holders(masters, "{majority}", held.lock.value) == 5; }, 5s));
     std::size_t gate = gate_of("{majority}", masters.options());
     masters[gate].command({"DEL", "{majority}"});
     // One after the other, so that neither is refused at the gate by the
@@ -264,7 +273,19 @@ TEST_CASE("a key's releases are heard from a majority of the masters, the same o
     const std::string channel = "{majority}:released";
     Waiting a(first, "majority", 10s, 20s);
     REQUIRE(loop.run_until([&] { return masters.subscribed_on(channel, 1).size() == 3; }, 5s));
-    let_it_try(loop);  // its attempts once subscribed, too
+    // Its attempts (the first, and one per subscription it made) are over
+    // when it asks nothing more for a while and the gate's key is free: a
+    // fixed pause was once too short under ASan, and the second waiter met
+    // the first's attempt at the gate and queued there.
+    std::uint64_t asked = votes_asked(first);
+    REQUIRE(loop.run_until(
+        [&] {
+          std::uint64_t before = asked;
+          let_it_try(loop);
+          asked = votes_asked(first);
+          return asked == before && masters[gate].command({"EXISTS", "{majority}"}) == "0";
+        },
+        5s));
     Waiting b(second, "majority", 10s, 20s);
     // Both Clients subscribe on the same three masters; the other two carry nothing.
     REQUIRE(loop.run_until([&] { return masters.subscribed_on(channel, 2).size() == 3; }, 5s));
@@ -281,12 +302,6 @@ TEST_CASE("a key's releases are heard from a majority of the masters, the same o
   REQUIRE(loop.close());
 }
 
-// Every vote a Client's attempts got or failed to get, on all masters.
-std::uint64_t votes_asked(const Client& client) {
-  std::uint64_t n = 0;
-  for (const MasterStats& m : client.stats().masters) n += m.votes_granted + m.votes_refused + m.votes_failed;
-  return n;
-}
 
 TEST_CASE("Clients waiting for one resource are woken one per release, in the order they queued", "[wait]") {
   Cluster masters(3);
