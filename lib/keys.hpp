@@ -66,6 +66,12 @@ inline std::string reservation(std::string_view lock_key) {
   return helper(lock_key, "reserved");
 }
 
+/// Set while some Client listens for the lock's releases or waits in its
+/// queue: unlock publishes only where it is (scripts::mark_listening).
+inline std::string listening(std::string_view lock_key) {
+  return helper(lock_key, "listening");
+}
+
 /// The channel releases of the lock are published on (channels are not
 /// keys, but follow the same layout).
 inline std::string release_channel(std::string_view lock_key) {

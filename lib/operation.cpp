@@ -163,11 +163,12 @@ std::shared_ptr<const Command> Operation::unlock_command(std::string_view value,
                             keys::release_channel(key_), message, others_only,
                             std::to_string(context_.options.command_timeout.count()), at_gate ? "1" : "0"});
   if (!at_gate)
-    return Command::script(scripts::unlock, {key_, value, keys::release_channel(key_), message, others_only});
-  return Command::script(
-      scripts::unlock_and_wake,
-      {key_, keys::queue(key_), keys::reservation(key_), value, keys::release_channel(key_), message,
-       others_only, std::to_string(context_.options.command_timeout.count())});
+    return Command::script(scripts::unlock, {key_, keys::listening(key_), keys::queue(key_), value,
+                                             keys::release_channel(key_), message, others_only});
+  return Command::script(scripts::unlock_and_wake,
+                         {key_, keys::queue(key_), keys::reservation(key_), keys::listening(key_), value,
+                          keys::release_channel(key_), message, others_only,
+                          std::to_string(context_.options.command_timeout.count())});
 }
 
 // The acquire for a waiter's gate master: queues our wake channel there if
@@ -186,9 +187,10 @@ std::shared_ptr<const Command> Operation::make_gate_command(const Master& gate) 
   }
   asked_to_queue_ = !wake_channel.empty();
   // The queue lives at least as long as this waiter may still wait.
-  return Command::script(scripts::acquire_or_queue,
-                         {key_, keys::queue(key_), keys::reservation(key_), keys::writer_waiting(key_),
-                          lock_.value, std::to_string(ttl_.count()), wake_channel, mark_ms()});
+  return Command::script(
+      scripts::acquire_or_queue,
+      {key_, keys::queue(key_), keys::reservation(key_), keys::writer_waiting(key_), keys::listening(key_),
+       lock_.value, std::to_string(ttl_.count()), wake_channel, mark_ms()});
 }
 
 void Operation::wait_until(std::uint64_t deadline, bool answer_timeout) {

@@ -22,6 +22,14 @@ static_assert(shared_mark == REDLOCK_SHARED_MARK);
   ")\n"                                                          \
   "if type(" var ") ~= 'number' then " var " = -1 end\n"
 
+// Someone listens for the key's releases, or is queued for it, for `ms` ms
+// at least: the marker unlock looks for (never shortened).
+#define REDLOCK_MARK_LISTENING(marker, ms)                                       \
+  "local listening = " ms                                                        \
+  "\n"                                                                           \
+  "if redis.call('pttl', " marker ") < listening then redis.call('set', " marker \
+  ", '1', 'PX', listening) end\n"
+
 // The queue scripts' loop: pops the queue's head until a PUBLISH of the key
 // on its wake channel is heard, and reserves the key for that one for
 // ARGV[ms_arg] ms; sets `woken` (a local declared before it) to 1 if it woke
@@ -46,13 +54,21 @@ static_assert(shared_mark == REDLOCK_SHARED_MARK);
   "others = others - tonumber(ARGV[4])\n"         \
   "if others < 0 then others = 0 end\n"
 
+// Where nobody listens (no marker beside the key), an unlock is the plain
+// compare-and-delete: the marker goes in the same DEL, and only where it was
+// there is the release published. Listeners mark again as they hear it; a
+// queue there (this master was the gate to another Client) keeps its marker.
 const Script unlock{
     "unlock",
     "if redis.call('get', KEYS[1]) ~= ARGV[1] then return 0 end\n"
-    "redis.call('del', KEYS[1])\n" REDLOCK_PUBLISH_RELEASE "return 1 + others\n",
-    "58b5d241a507a6f965a902c9df9818187b012623",
+    "if redis.call('del', KEYS[1], KEYS[2]) == 1 then return 1 end\n" REDLOCK_PUBLISH_RELEASE
+    "local queued = redis.call('pttl', KEYS[3])\n"
+    "if queued > 0 then redis.call('set', KEYS[2], '1', 'PX', queued) end\n"
+    "return 1 + others\n",
+    "ef0b0091888294f66e79a1fd94baa21412fefc9f",
     0,
     std::numeric_limits<int>::max(),
+    3,
 };
 
 // Where our value is not at the gate (the gate was down when the lock was
@@ -67,13 +83,15 @@ const Script unlock_and_wake{
     "  if current == false and redis.call('exists', KEYS[3]) == 0 then\n" REDLOCK_WAKE_HEAD("5") "  end\n"
     "  return 0\n"
     "end\n"
-    "redis.call('del', KEYS[1])\n" REDLOCK_PUBLISH_RELEASE
+    "if redis.call('del', KEYS[1], KEYS[4]) == 1 then return 1 end\n" REDLOCK_PUBLISH_RELEASE
     "if redis.call('exists', KEYS[3]) == 0 then\n" REDLOCK_WAKE_HEAD("5") "end\n"
+    "local queued = redis.call('pttl', KEYS[2])\n"
+    "if queued > 0 then redis.call('set', KEYS[4], '1', 'PX', queued) end\n"
     "return 1 + others + woken\n",
-    "b93e732b6efda057eb5a16b976dedd956648dcfd",
+    "c80adca37f59558966667abb4eb2f0ddb251caf1",
     0,
     std::numeric_limits<int>::max(),
-    3,
+    4,
 };
 
 const Script acquire{
@@ -117,12 +135,21 @@ const Script acquire_or_queue{
     "  local now = redis.call('time')\n"
     "  redis.call('zadd', KEYS[2], 'NX', now[1] * 1000 + math.floor(now[2] / 1000), ARGV[3])\n"
     "  if redis.call('pttl', KEYS[2]) < tonumber(ARGV[4]) then redis.call('pexpire', KEYS[2], ARGV[4]) end\n"
+    "  " REDLOCK_MARK_LISTENING("KEYS[5]", "redis.call('pttl', KEYS[2])")
     "end\n"
     "return -left - 1\n",
-    "fd560ecb377762ac4524470f0b43d2467b3de467",
+    "5bf46a5906165b9d4d6981405c040da046e6fab4",
     -std::numeric_limits<int>::max(),
     1,
-    4,
+    5,
+};
+
+const Script mark_listening{
+    "mark_listening",
+    REDLOCK_MARK_LISTENING("KEYS[1]", "tonumber(ARGV[1])") "return 0\n",
+    "055bc08dad97ed75c0faa7f0a3a2c4dd5adcd0e7",
+    0,
+    0,
 };
 
 const Script wake_next{
@@ -626,13 +653,14 @@ const Script unmark_writer{
 #undef REDLOCK_RAISE_COUNTER
 #undef REDLOCK_SHARED_PRELUDE
 #undef REDLOCK_MARK_WRITER_WAITING
+#undef REDLOCK_MARK_LISTENING
 #undef REDLOCK_SHARED_MARK
 
-const std::array<const Script*, 27> all{
-    &unlock,        &unlock_and_wake, &acquire,         &acquire_or_queue, &wake_next,    &extend,
-    &continue_lock, &renew,           &acquire_fenced,  &continue_fenced,  &fence,        &acquire_shared,
-    &unlock_shared, &extend_shared,   &continue_shared, &fence_shared,     &renew_shared, &acquire_all,
-    &unlock_all,    &extend_all,      &continue_all,    &fence_all,        &renew_all,    &read_holder,
-    &unmark_writer, &proclaim,        &read_leader};
+const std::array<const Script*, 28> all{
+    &unlock,         &unlock_and_wake, &acquire,       &acquire_or_queue, &mark_listening,  &wake_next,
+    &extend,         &continue_lock,   &renew,         &acquire_fenced,   &continue_fenced, &fence,
+    &acquire_shared, &unlock_shared,   &extend_shared, &continue_shared,  &fence_shared,    &renew_shared,
+    &acquire_all,    &unlock_all,      &extend_all,    &continue_all,     &fence_all,       &renew_all,
+    &read_holder,    &unmark_writer,   &proclaim,      &read_leader};
 
 }  // namespace redlock::scripts

@@ -21,20 +21,25 @@ struct Script {
 
 namespace scripts {
 
-/// KEYS[1] key, ARGV[1] value, ARGV[2] release channel, ARGV[3] message,
+/// KEYS[1] key, KEYS[2] its listening marker (see mark_listening), KEYS[3]
+/// its wait queue, ARGV[1] value, ARGV[2] release channel, ARGV[3] message,
 /// ARGV[4] 1 if the releasing Client is subscribed to the release channel,
-/// else 0: deletes the key only if it holds our value, and then publishes the
-/// message on the release channel (the value; a failed attempt's clean-up
-/// marks it, see Waiters::partial_release). Returns 0 when it did not delete,
-/// otherwise 1 + the number of other subscribers that heard it.
+/// else 0: deletes the key only if it holds our value, and the marker with
+/// it. Only where the marker was there it publishes the message on the
+/// release channel (the value; a failed attempt's clean-up marks it, see
+/// Waiters::partial_release), and marks the key again while the queue lasts.
+/// Returns 0 when it did not delete, otherwise 1 + the number of other
+/// subscribers that heard it (none where no marker was).
 extern const Script unlock;
 
-/// KEYS[1] key, KEYS[2] its wait queue, KEYS[3] its reservation, ARGV[1..4]
-/// as unlock's, ARGV[5] ms: unlock for the key's gate master, where waiting
-/// Clients queue. After the release message it also wakes the head of the
+/// KEYS[1] key, KEYS[2] its wait queue, KEYS[3] its reservation, KEYS[4] its
+/// listening marker, ARGV[1..4] as unlock's, ARGV[5] ms: unlock for the key's
+/// gate master, where waiting Clients queue (and mark the key). Where the
+/// marker was there, after the release message it also wakes the head of the
 /// queue: it pops members (wake channels) until a PUBLISH of the key on one is
 /// heard, and reserves the key for that one for ARGV[5] ms (see
-/// acquire_or_queue). Returns 0 when it did not delete, otherwise 1 + the
+/// acquire_or_queue); and it marks the key again for as long as the queue
+/// lasts. Returns 0 when it did not delete, otherwise 1 + the
 /// number of other Clients told (subscribers, and the head it woke).
 extern const Script unlock_and_wake;
 
@@ -48,16 +53,23 @@ extern const Script unlock_and_wake;
 extern const Script acquire;
 
 /// KEYS[1] key, KEYS[2] its wait queue, KEYS[3] its reservation, KEYS[4] its
-/// writer-waiting mark, ARGV[1] value, ARGV[2] ttl in ms, ARGV[3] a wake
+/// writer-waiting mark, KEYS[5] its listening marker, ARGV[1] value, ARGV[2] ttl in ms, ARGV[3] a wake
 /// channel or "", ARGV[4] ms: the acquire script, for the gate master of a
 /// waiter (the mark as there, for ARGV[4] ms). While the key is reserved
 /// for another wake channel (the queue's head just woken) it refuses as if
 /// held, for what is left of the reservation. Where it refuses with a known
 /// expiry it also queues the wake channel (ZADD NX, scored by the master's
-/// clock in ms, so a waiter keeps its place) and keeps the queue at least
-/// ARGV[4] ms; where it sets the key it takes the channel out of the queue and
-/// ends the reservation. Same answers as acquire.
+/// clock in ms, so a waiter keeps its place), keeps the queue at least
+/// ARGV[4] ms and marks the key as listened to while the queue lasts; where it sets the key it takes the
+/// channel out of the queue and ends the reservation. Same answers as acquire.
 extern const Script acquire_or_queue;
+
+/// KEYS[1] a key's listening marker, ARGV[1] ms: someone hears the key's
+/// releases here for ARGV[1] ms at least (a Client subscribed to them marks
+/// each master it listens on, and again while it listens): unlock publishes
+/// only where the marker is. Sets it for ARGV[1] ms unless it lasts longer;
+/// returns 0.
+extern const Script mark_listening;
 
 /// KEYS[1] key, KEYS[2] its wait queue, KEYS[3] its reservation, ARGV[1] ms,
 /// ARGV[2] our wake channel: passes a wake on. If the key is free and not
@@ -219,7 +231,7 @@ extern const Script proclaim;
 extern const Script read_leader;
 
 /// Every script, in the order they are loaded on connect.
-extern const std::array<const Script*, 27> all;
+extern const std::array<const Script*, 28> all;
 
 }  // namespace scripts
 }  // namespace redlock

@@ -24,6 +24,12 @@ constexpr std::size_t yields_to_keep = 64;
 // turns, short enough that others do not long count it as a waiter (their
 // releases yield to listeners).
 constexpr std::uint64_t linger_ms = 100;
+// An unlock publishes only where a key is marked as listened to. Each master
+// a Client listens on is marked for this long, and again every
+// remark_every_ms while it listens and as it hears each release there (an
+// unlock that publishes deletes the marker).
+constexpr std::uint64_t marker_ms = 3000;
+constexpr std::uint64_t remark_every_ms = 1000;
 
 }  // namespace
 
@@ -131,11 +137,54 @@ void Waiters::idle(const std::string& key) {
 void Waiters::listen(const std::string& key) {
   auto sub = subscribed_.find(key);
   if (sub != subscribed_.end()) {
-    sub->second.idle_since = 0;
+    if (std::exchange(sub->second.idle_since, 0) != 0) mark_everywhere(key);
     return;
   }
   subscribed_.emplace(key, Subscription{});
+  mark_everywhere(key);
   subscribe(key);
+}
+
+bool Waiters::listening(const std::string& key) const {
+  auto sub = subscribed_.find(key);
+  return sub != subscribed_.end() && (sub->second.idle_since == 0 || watchers_.count(key) != 0);
+}
+
+// Marks `key` as listened to on `master`, over its command connection: sent
+// before any attempt that follows, so a holder that refuses that attempt
+// finds the marker when it unlocks there.
+void Waiters::mark(const std::string& key, std::size_t master) {
+  masters_[master]->send(
+      Command::script(scripts::mark_listening, {keys::listening(key), std::to_string(marker_ms)}), {});
+}
+
+void Waiters::mark_everywhere(const std::string& key) {
+  for (const auto& m : masters_) {
+    if (carries(key, *m)) mark(key, m->index());
+  }
+  if (!remark_) {
+    remark_ = make_timer(loop_, this);
+    uv_unref(reinterpret_cast<uv_handle_t*>(remark_.get()));
+  }
+  if (uv_is_active(reinterpret_cast<uv_handle_t*>(remark_.get())) == 0) {
+    uv_timer_start(
+        remark_.get(), [](uv_timer_t* t) { owner_of<Waiters>(t)->remark(); }, remark_every_ms,
+        remark_every_ms);
+  }
+}
+
+// Every remark_every_ms: the keys still listened to are marked again (a
+// marker lasts marker_ms); with none left, the timer stops.
+void Waiters::remark() {
+  bool any = false;
+  for (const auto& entry : subscribed_) {
+    if (!listening(entry.first)) continue;
+    any = true;
+    for (const auto& m : masters_) {
+      if (carries(entry.first, *m)) mark(entry.first, m->index());
+    }
+  }
+  if (!any) uv_timer_stop(remark_.get());
 }
 
 std::string_view Waiters::wake_channel_at(const Master& gate) const {
@@ -295,8 +344,10 @@ void Waiters::resubscribe(Master& subscriber) {
     listen(entry.first);
   }
   for (const auto& entry : subscribed_) {
-    if (carries(entry.first, subscriber))
-      subscriber.send(Command::plain({"SUBSCRIBE", keys::release_channel(entry.first)}), confirmations_);
+    if (!carries(entry.first, subscriber)) continue;
+    // A master that restarted lost its markers.
+    if (listening(entry.first)) mark(entry.first, subscriber.index());
+    subscriber.send(Command::plain({"SUBSCRIBE", keys::release_channel(entry.first)}), confirmations_);
   }
 }
 
@@ -364,6 +415,8 @@ void Waiters::on_message(const Master& subscriber, std::string_view channel, std
   }
   std::string key = keys::lock_of_channel(channel);
   if (key.empty()) return;
+  // The unlock that published took the marker there: still listening, mark again.
+  if (listening(key)) mark(key, subscriber.index());
   // Another owner unlocked it after us: the others had their turn.
   auto yield = yields_.find(key);
   if (yield != yields_.end() && !is_partial(message) && yield->second.value != message) yields_.erase(yield);
@@ -409,6 +462,7 @@ void Waiters::close() {
   wake_confirmed_.clear();
   subscribed_.clear();
   linger_.close();
+  remark_.close();
   subscribers_.clear();
 }
 

@@ -141,6 +141,10 @@ class Waiters {
   void subscribe(const std::string& key);
   bool carries(const std::string& key, const Master& subscriber) const;
   void unsubscribe_idle();
+  bool listening(const std::string& key) const;
+  void mark(const std::string& key, std::size_t master);
+  void mark_everywhere(const std::string& key);
+  void remark();
   void on_message(const Master& subscriber, std::string_view channel, std::string_view message);
   void on_wake(const Master& subscriber, const std::string& key);
   void idle(const std::string& key);
@@ -168,6 +172,7 @@ class Waiters {
   std::unordered_map<std::string, Subscription> subscribed_;
   std::shared_ptr<Confirmations> confirmations_;
   Timer linger_;                                      // unsubscribes the keys idle for a linger
+  Timer remark_;                                      // marks the keys listened to again
   std::vector<std::unique_ptr<Master>> subscribers_;  // empty until the first refusal
   std::vector<bool> wake_confirmed_;                  // per subscriber: SUBSCRIBE of wake_channel_ answered
 };

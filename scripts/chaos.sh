@@ -56,6 +56,11 @@
 # lock nobody knows they hold, as a cancel that won and did not release
 # would leave); every run reports its stalls. Its control, control-stranded:
 # one acquisition in four is left held and recorded as canceled.
+# liveness-slow-retry: the same check with a 1 s retry_delay, so a waiter
+# that relies on its timer stalls: releases must wake waiters (an unlock
+# publishes only where a listener marked the key). Its control,
+# control-markers-lost: each worker deletes the markers as they are written,
+# and the checker must see stalls.
 # all: half the acquisitions take two of 3 resources at once (lock_all, named
 # in a random order), the others one, under the mixed faults; checked per
 # resource. Its control, control-all-first-only, takes only the first of the
@@ -282,7 +287,9 @@ runs=(
   "control-election-late|--mode none --election --election-acts-after-resign --resources 1 --register none --expect-overlap"
   "control-all-first-only|--mode none --all --all-first-only --resources 3 --register none --expect-overlap"
   "liveness|--mode none --cancel --check-stalls"
+  "liveness-slow-retry|--mode none --retry-delay-ms 1000 --check-stalls"
   "control-stranded|--mode none --strand --register none --expect-stall"
+  "control-markers-lost|--mode none --retry-delay-ms 1000 --steal-markers --register none --expect-stall"
   "control-clock-unfenced|--mode clock-large --register unfenced --expect-stale"
   "control-pause-unfenced|--mode pause-client --resources 6 --threads 8 --register unfenced --expect-stale"
   "control-permit-counter|--mode none --permits 3 --resources 1 --threads 16 --counter-semaphore --register none --expect-over-admission"

@@ -302,6 +302,66 @@ TEST_CASE("a key's releases are heard from a majority of the masters, the same o
   REQUIRE(loop.close());
 }
 
+// How many PUBLISHes a master ran, its scripts' included (INFO commandstats).
+long long publishes(RedisServer& master) {
+  std::string stats = master.command({"INFO", "commandstats"});
+  auto at = stats.find("cmdstat_publish:calls=");
+  if (at == std::string::npos) return 0;
+  return std::stoll(stats.substr(at + std::string("cmdstat_publish:calls=").size()));
+}
+
+TEST_CASE("an unlock nobody listens for is a compare-and-delete: nothing published, nothing left", "[wait]") {
+  Cluster masters(3);
+  LoopFixture loop;
+  {
+    Client client(loop.get(), masters.options());
+    std::vector<long long> before;  // the connections' ACL probe publishes once
+    for (int i = 0; i < 3; ++i) {
+      Answer held = try_lock(loop, client, "alone", 10s);
+      REQUIRE_FALSE(held.error);
+      REQUIRE(loop.run_until([&] { return holders(masters, "{alone}", held.lock.value) == 3; }, 5s));
+      if (before.empty()) {
+        for (std::size_t m = 0; m < masters.size(); ++m) before.push_back(publishes(masters[m]));
+      }
+      REQUIRE_FALSE(unlock(loop, client, held.lock));
+      REQUIRE(loop.run_until([&] { return holders(masters, "{alone}", held.lock.value) == 0; }, 5s));
+    }
+    for (std::size_t i = 0; i < masters.size(); ++i) {
+      INFO("master " << i);
+      CHECK(publishes(masters[i]) == before[i]);
+      CHECK(masters[i].command({"EXISTS", "{alone}:listening"}) == "0");
+    }
+  }
+  REQUIRE(loop.close());
+}
+
+// The listener's markers last 3 s and are renewed every second while it listens.
+TEST_CASE("a waiter that listens for longer than a marker lasts still hears the release at once", "[wait]") {
+  Cluster masters(5);
+  LoopFixture loop;
+  {
+    Client holder(loop.get(), masters.options());
+    Client waiter_client(loop.get(), slow_polling(masters.options()));
+    Answer held = try_lock(loop, holder, "long-listen", 30s);
+    REQUIRE_FALSE(held.error);
+    REQUIRE(loop.run_until([&] { return holders(masters, "{long-listen}", held.lock.value) == 5; }, 5s));
+    // Not at the gate: the waiter passes it, is refused by the rest, and listens.
+    std::size_t gate = gate_of("{long-listen}", masters.options());
+    masters[gate].command({"DEL", "{long-listen}"});
+    Waiting waiter(waiter_client, "long-listen", 10s, 20s);
+    const std::string channel = "{long-listen}:released";
+    REQUIRE(loop.run_until([&] { return masters.subscribed_on(channel, 1).size() == 3; }, 5s));
+    CHECK(masters.queued_on("{long-listen}", 0).size() == 5);
+    loop.run_until([] { return false; }, 4500ms);  // past a marker's 3 s
+    REQUIRE_FALSE(waiter.done());
+    auto released = steady::now();
+    REQUIRE_FALSE(unlock(loop, holder, held.lock));
+    REQUIRE(loop.run_until([&] { return waiter.done(); }, 5s));
+    REQUIRE_FALSE(waiter.answer->error);
+    CHECK(*waiter.answered_at - released < scaled(200ms));  // its retry_delay is 10 s
+  }
+  REQUIRE(loop.close());
+}
 
 TEST_CASE("Clients waiting for one resource are woken one per release, in the order they queued", "[wait]") {
   Cluster masters(3);

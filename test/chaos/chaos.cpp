@@ -129,6 +129,10 @@ options:
   --strand             the liveness control: one acquisition in four is kept
                        on the masters but recorded as canceled and never
                        unlocked (a cancel that did not release)
+  --steal-markers      the markers' control: every few ms each worker deletes
+                       the resources' listening markers on every master, so
+                       releases wake nobody (use with a long --retry-delay-ms
+                       and --expect-stall)
   --check-stalls       fail on a stall: a resource free of recorded holders
                        for over ttl/2 while a call waited and a majority was
                        healthy (always counted; without it only reported)
@@ -177,6 +181,7 @@ struct Args {
   bool all = false;
   bool all_first_only = false;
   bool strand = false;
+  bool steal_markers = false;
   bool election = false;
   bool election_acts_after_resign = false;
   bool observer_misreports = false;
@@ -270,6 +275,10 @@ Args parse_args(int argc, char** argv) {
     }
     if (opt == "--strand") {
       a.strand = true;
+      continue;
+    }
+    if (opt == "--steal-markers") {
+      a.steal_markers = true;
       continue;
     }
     if (opt == "--election") {
@@ -417,6 +426,7 @@ int worker_main(const Args& a) {
   config.all = a.all;
   config.all_first_only = a.all_first_only;
   config.strand = a.strand;
+  config.steal_markers = a.steal_markers;
   config.election = a.election;
   config.election_acts_after_resign = a.election_acts_after_resign;
   config.observer_misreports = a.observer_misreports;
@@ -651,6 +661,7 @@ int parent_main(const Args& a) {
       if (a.all) args.emplace_back("--all");
       if (a.all_first_only) args.emplace_back("--all-first-only");
       if (a.strand) args.emplace_back("--strand");
+      if (a.steal_markers) args.emplace_back("--steal-markers");
       if (a.election) args.emplace_back("--election");
       if (a.election_acts_after_resign) args.emplace_back("--election-acts-after-resign");
       if (a.observer_misreports) args.emplace_back("--observer-misreports");

@@ -378,6 +378,30 @@ Options worker_options(const WorkerConfig& config) {
   return options;
 }
 
+// --steal-markers: deletes the listening marker (<key>:listening, see
+// docs/waiting.md) of every resource on every master every 2 ms until the
+// run ends, as if each were lost as soon as written.
+void steal_markers(const WorkerConfig& config) {
+  using Connection = std::unique_ptr<redisContext, decltype(&redisFree)>;
+  std::vector<Connection> masters;
+  const timeval timeout{1, 0};
+  for (const Endpoint& m : config.masters)
+    masters.emplace_back(redisConnectWithTimeout(m.host.c_str(), m.port, timeout), &redisFree);
+  std::vector<std::string> markers;
+  for (int r = 0; r < config.resources; ++r)
+    markers.push_back(config.key_prefix + "{resource-" + std::to_string(r) + "}:listening");
+  for (int i = 0; i < 1000000 && Clock::now() < config.until; ++i) {
+    for (Connection& c : masters) {
+      if (!c || c->err != 0) continue;  // a master down or killed: its markers are gone anyway
+      for (const std::string& marker : markers) {
+        auto* reply = static_cast<redisReply*>(redisCommand(c.get(), "DEL %s", marker.c_str()));
+        if (reply != nullptr) freeReplyObject(reply);
+      }
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+}
+
 int run_worker(const WorkerConfig& config) {
   RecordFile out(config.out_path);
   RecordFile writes(config.writes_path.empty() ? "/dev/null" : config.writes_path);
@@ -410,12 +434,13 @@ int run_worker(const WorkerConfig& config) {
       });
     }
     std::vector<std::thread> threads;
-    threads.reserve(static_cast<std::size_t>(config.threads) + 1);
+    threads.reserve(static_cast<std::size_t>(config.threads) + 2);
     for (int t = 0; t < config.threads; ++t) {
       threads.emplace_back(
           [&redlock, &config, &out, &writes, &waits, t] { contend(redlock, config, t, out, writes, waits); });
     }
     if (config.cancel) threads.emplace_back([&config, &waits] { cancel_now_and_then(config, waits); });
+    if (config.steal_markers) threads.emplace_back([&config] { steal_markers(config); });
     for (auto& t : threads) t.join();
     observers.clear();
   } catch (const std::exception& e) {

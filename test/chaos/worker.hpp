@@ -51,6 +51,11 @@ struct WorkerConfig {
   /// The liveness control: one acquisition in four is left held on the
   /// masters, recorded as canceled and never unlocked.
   bool strand = false;
+  /// The markers' control: a thread deletes every resource's listening
+  /// marker on every master every few ms, so unlocks publish to nobody and
+  /// waiters sleep to their retry_delay (with a long one, the checker must
+  /// see stalls).
+  bool steal_markers = false;
   /// Campaign in elections (Leadership) instead of locking: one per
   /// resource, checked as its lock (one leader at a time, terms growing).
   bool election = false;
