@@ -139,6 +139,14 @@ std::string Operation::mark_ms() const {
   return std::to_string(std::min(wait_left, next_ask) + slack_ms);
 }
 
+// How many other Clients the unlock's best answer says it told (see
+// scripts::unlock; unlock_shared counts only the others already).
+long long Operation::others_told(long long answer) const {
+  if (lock_.shared) return answer - 1;
+  long long ourselves = context_.waiters.subscribed(key_) ? 1 : 0;
+  return answer >= 2 ? std::max(answer - 2 - ourselves, 0LL) : 0;
+}
+
 // The unlock script for `value`, publishing `message`; at the gate master
 // also waking the head of the queue, which has a command_timeout (what a
 // master has to answer) to claim the key.
@@ -162,13 +170,15 @@ std::shared_ptr<const Command> Operation::unlock_command(std::string_view value,
                            {key_, keys::queue(key_), keys::reservation(key_), holders_key_, value,
                             keys::release_channel(key_), message, others_only,
                             std::to_string(context_.options.command_timeout.count()), at_gate ? "1" : "0"});
-  if (!at_gate)
-    return Command::script(scripts::unlock, {key_, keys::listening(key_), keys::queue(key_), value,
-                                             keys::release_channel(key_), message, others_only});
-  return Command::script(scripts::unlock_and_wake,
-                         {key_, keys::queue(key_), keys::reservation(key_), keys::listening(key_), value,
-                          keys::release_channel(key_), message, others_only,
-                          std::to_string(context_.options.command_timeout.count())});
+  // The fewest arguments: a master's time per unlock grows with each.
+  std::string marker = keys::listening(key_);
+  if (!at_gate) {
+    if (message == value) return Command::script(scripts::unlock, {key_, marker, value});
+    return Command::script(scripts::unlock, {key_, marker, value, message});
+  }
+  std::string reservation = std::to_string(context_.options.command_timeout.count());
+  if (message == value) return Command::script(scripts::unlock_and_wake, {key_, marker, value, reservation});
+  return Command::script(scripts::unlock_and_wake, {key_, marker, value, reservation, message});
 }
 
 // The acquire for a waiter's gate master: queues our wake channel there if
@@ -464,7 +474,8 @@ void Operation::on_decided(const Outcome& outcome) {
       }
       auto round_trip =
           std::chrono::duration_cast<std::chrono::microseconds>(context_.clock.now() - outcome.t0);
-      if (!multi()) context_.waiters.released_by_us(key_, lock_.value, outcome.tally.most - 1, round_trip);
+      if (!multi())
+        context_.waiters.released_by_us(key_, lock_.value, others_told(outcome.tally.most), round_trip);
       finish({});
       return;
     }

@@ -151,6 +151,7 @@ class Operation final : public Waiters::Waiter {
   bool multi() const { return !keys_.empty(); }
   std::string mark_ms() const;
   std::shared_ptr<const Command> make_gate_command(const Master& gate);
+  long long others_told(long long answer) const;
   std::shared_ptr<const Command> unlock_command(std::string_view value, std::string_view message,
                                                 bool subscribed, bool at_gate) const;
   void note_queue(const Outcome& outcome);

@@ -30,18 +30,18 @@ static_assert(shared_mark == REDLOCK_SHARED_MARK);
   "if redis.call('pttl', " marker ") < listening then redis.call('set', " marker \
   ", '1', 'PX', listening) end\n"
 
-// The queue scripts' loop: pops the queue's head until a PUBLISH of the key
-// on its wake channel is heard, and reserves the key for that one for
-// ARGV[ms_arg] ms; sets `woken` (a local declared before it) to 1 if it woke
-// one. Where the master refuses the PUBLISH, nothing is popped.
-#define REDLOCK_WAKE_HEAD(ms_arg) \
+// The queue scripts' loop: pops the head of `queue` until a PUBLISH of the
+// key on its wake channel is heard, and reserves the key for that one (the
+// `reservation` key) for `ms` ms; sets `woken` (a local declared before it)
+// to 1 if it woke one. Where the master refuses the PUBLISH, nothing is popped.
+#define REDLOCK_WAKE_HEAD(queue, reservation, ms) \
   "while true do\n"                                                       \
-  "  local head = redis.call('zrange', KEYS[2], 0, 0)[1]\n"               \
+  "  local head = redis.call('zrange', " queue ", 0, 0)[1]\n"             \
   "  if not head then break end\n" REDLOCK_PUBLISH("heard", "head", "KEYS[1]") \
   "  if heard < 0 then break end\n"                                       \
-  "  redis.call('zrem', KEYS[2], head)\n"                                 \
+  "  redis.call('zrem', " queue ", head)\n"                               \
   "  if heard > 0 then\n"                                                 \
-  "    redis.call('set', KEYS[3], head, 'PX', ARGV[" ms_arg "])\n"       \
+  "    redis.call('set', " reservation ", head, 'PX', " ms ")\n"         \
   "    woken = 1\n"                                                       \
   "    break\n"                                                           \
   "  end\n"                                                               \
@@ -54,6 +54,26 @@ static_assert(shared_mark == REDLOCK_SHARED_MARK);
   "others = others - tonumber(ARGV[4])\n"         \
   "if others < 0 then others = 0 end\n"
 
+// The lock key's helpers that unlock and unlock_and_wake name only on their
+// slow path, where someone listens (keys.hpp's layout; the same hash slot as
+// the key). Passing them would cost every unlock: a master spends about as
+// much on a script's arguments as on its commands.
+#define REDLOCK_QUEUE "KEYS[1] .. ':queue'"
+#define REDLOCK_RESERVATION "KEYS[1] .. ':reserved'"
+#define REDLOCK_RELEASE_CHANNEL "KEYS[1] .. ':released'"
+
+// Someone listens: publishes the message (ARGV[msg], else the value) into
+// `heard` (a refused PUBLISH counts as nobody).
+#define REDLOCK_TELL_LISTENERS(msg)                                             \
+  "local heard = redis.pcall('publish', " REDLOCK_RELEASE_CHANNEL ", ARGV[" msg \
+  "] or ARGV[1])\n"                                                             \
+  "if type(heard) ~= 'number' then heard = 0 end\n"
+// The DEL took the marker: while a queue waits here, the key is marked again.
+#define REDLOCK_MARK_QUEUE_AGAIN                     \
+  "local queued = redis.call('pttl', " REDLOCK_QUEUE \
+  ")\n"                                              \
+  "if queued > 0 then redis.call('set', KEYS[2], '1', 'PX', queued) end\n"
+
 // Where nobody listens (no marker beside the key), an unlock is the plain
 // compare-and-delete: the marker goes in the same DEL, and only where it was
 // there is the release published. Listeners mark again as they hear it; a
@@ -61,14 +81,12 @@ static_assert(shared_mark == REDLOCK_SHARED_MARK);
 const Script unlock{
     "unlock",
     "if redis.call('get', KEYS[1]) ~= ARGV[1] then return 0 end\n"
-    "if redis.call('del', KEYS[1], KEYS[2]) == 1 then return 1 end\n" REDLOCK_PUBLISH_RELEASE
-    "local queued = redis.call('pttl', KEYS[3])\n"
-    "if queued > 0 then redis.call('set', KEYS[2], '1', 'PX', queued) end\n"
-    "return 1 + others\n",
-    "ef0b0091888294f66e79a1fd94baa21412fefc9f",
+    "if redis.call('del', KEYS[1], KEYS[2]) == 1 then return 1 end\n" REDLOCK_TELL_LISTENERS("2")
+        REDLOCK_MARK_QUEUE_AGAIN "return 2 + heard\n",
+    "29f68be23287a6c707dd46213937607c848808e1",
     0,
     std::numeric_limits<int>::max(),
-    3,
+    2,
 };
 
 // Where our value is not at the gate (the gate was down when the lock was
@@ -80,19 +98,24 @@ const Script unlock_and_wake{
     "local woken = 0\n"
     "local current = redis.call('get', KEYS[1])\n"
     "if current ~= ARGV[1] then\n"
-    "  if current == false and redis.call('exists', KEYS[3]) == 0 then\n" REDLOCK_WAKE_HEAD("5") "  end\n"
+    "  if current == false and redis.call('exists', " REDLOCK_RESERVATION ") == 0 then\n" REDLOCK_WAKE_HEAD(
+        REDLOCK_QUEUE, REDLOCK_RESERVATION, "ARGV[2]") "  end\n"
     "  return 0\n"
     "end\n"
-    "if redis.call('del', KEYS[1], KEYS[4]) == 1 then return 1 end\n" REDLOCK_PUBLISH_RELEASE
-    "if redis.call('exists', KEYS[3]) == 0 then\n" REDLOCK_WAKE_HEAD("5") "end\n"
-    "local queued = redis.call('pttl', KEYS[2])\n"
-    "if queued > 0 then redis.call('set', KEYS[4], '1', 'PX', queued) end\n"
-    "return 1 + others + woken\n",
-    "c80adca37f59558966667abb4eb2f0ddb251caf1",
+    "if redis.call('del', KEYS[1], KEYS[2]) == 1 then return 1 end\n" REDLOCK_TELL_LISTENERS("3")
+    "if redis.call('exists', " REDLOCK_RESERVATION ") == 0 then\n" REDLOCK_WAKE_HEAD(
+        REDLOCK_QUEUE, REDLOCK_RESERVATION, "ARGV[2]") "end\n" REDLOCK_MARK_QUEUE_AGAIN "return 2 + heard + woken\n",
+    "a16ceb42feffc13e1a2efb50def129b03d962a14",
     0,
     std::numeric_limits<int>::max(),
-    4,
+    2,
 };
+
+#undef REDLOCK_MARK_QUEUE_AGAIN
+#undef REDLOCK_TELL_LISTENERS
+#undef REDLOCK_RELEASE_CHANNEL
+#undef REDLOCK_RESERVATION
+#undef REDLOCK_QUEUE
 
 const Script acquire{
     "acquire",
@@ -158,7 +181,7 @@ const Script wake_next{
     "local reserved = redis.call('get', KEYS[3])\n"
     "if reserved and reserved ~= ARGV[2] then return 0 end\n"
     "redis.call('del', KEYS[3])\n"
-    "local woken = 0\n" REDLOCK_WAKE_HEAD("1") "return woken\n",
+    "local woken = 0\n" REDLOCK_WAKE_HEAD("KEYS[2]", "KEYS[3]", "ARGV[1]") "return woken\n",
     "4f52582c6275678d27a1e0b47e5eae4f55513cab",
     0,
     1,
@@ -234,14 +257,14 @@ const Script unlock_shared{
     "local held = current == '" REDLOCK_SHARED_MARK "' and live(KEYS[4], ARGV[1])\n"
     "if current ~= '" REDLOCK_SHARED_MARK "' or redis.call('zrem', KEYS[4], ARGV[1]) == 0 then\n"
     "  if ARGV[6] == '1' and current == false and redis.call('exists', KEYS[3]) == 0 then\n"
-    REDLOCK_WAKE_HEAD("5") "  end\n"
+    REDLOCK_WAKE_HEAD("KEYS[2]", "KEYS[3]", "ARGV[5]") "  end\n"
     "  return 0\n"
     "end\n"
     "if settle(KEYS[1], KEYS[4]) then\n"
     "  if held then return 1 end\n"
     "  return 0\n"
     "end\n" REDLOCK_PUBLISH_RELEASE
-    "if ARGV[6] == '1' and redis.call('exists', KEYS[3]) == 0 then\n" REDLOCK_WAKE_HEAD("5") "end\n"
+    "if ARGV[6] == '1' and redis.call('exists', KEYS[3]) == 0 then\n" REDLOCK_WAKE_HEAD("KEYS[2]", "KEYS[3]", "ARGV[5]") "end\n"
     "if not held then return 0 end\n"
     "return 1 + others + woken\n",
     "c83b565593702500e4489e51bbb71eb5c83777cd",

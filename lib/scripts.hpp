@@ -21,26 +21,26 @@ struct Script {
 
 namespace scripts {
 
-/// KEYS[1] key, KEYS[2] its listening marker (see mark_listening), KEYS[3]
-/// its wait queue, ARGV[1] value, ARGV[2] release channel, ARGV[3] message,
-/// ARGV[4] 1 if the releasing Client is subscribed to the release channel,
-/// else 0: deletes the key only if it holds our value, and the marker with
-/// it. Only where the marker was there it publishes the message on the
-/// release channel (the value; a failed attempt's clean-up marks it, see
-/// Waiters::partial_release), and marks the key again while the queue lasts.
-/// Returns 0 when it did not delete, otherwise 1 + the number of other
-/// subscribers that heard it (none where no marker was).
+/// KEYS[1] key, KEYS[2] its listening marker (see mark_listening), ARGV[1]
+/// value, ARGV[2] the release message if not the value (a failed attempt's
+/// clean-up marks it, see Waiters::partial_release): deletes the key only if
+/// it holds our value, and the marker with it. Only where the marker was
+/// there it publishes the message on the key's release channel, and marks the
+/// key again while its wait queue lasts. Returns 0 when it did not delete, 1
+/// when it deleted and nobody was marked as listening, otherwise 2 + the
+/// number of subscribers that heard it (ourselves included).
 extern const Script unlock;
 
-/// KEYS[1] key, KEYS[2] its wait queue, KEYS[3] its reservation, KEYS[4] its
-/// listening marker, ARGV[1..4] as unlock's, ARGV[5] ms: unlock for the key's
-/// gate master, where waiting Clients queue (and mark the key). Where the
-/// marker was there, after the release message it also wakes the head of the
-/// queue: it pops members (wake channels) until a PUBLISH of the key on one is
-/// heard, and reserves the key for that one for ARGV[5] ms (see
-/// acquire_or_queue); and it marks the key again for as long as the queue
-/// lasts. Returns 0 when it did not delete, otherwise 1 + the
-/// number of other Clients told (subscribers, and the head it woke).
+/// KEYS[1] key, KEYS[2] its listening marker, ARGV[1] value, ARGV[2] ms,
+/// ARGV[3] the release message if not the value: unlock for the key's gate
+/// master, where waiting Clients queue (and mark the key). Where the marker
+/// was there, after the release message it also wakes the head of the queue:
+/// it pops members (wake channels) until a PUBLISH of the key on one is heard,
+/// and reserves the key for that one for ARGV[2] ms (see acquire_or_queue);
+/// and it marks the key again for as long as the queue lasts. The queue and
+/// the reservation are the key's helpers (keys.hpp), not passed: on the path
+/// where nobody listens, every argument costs. Returns as unlock, the head it
+/// woke counted among those told.
 extern const Script unlock_and_wake;
 
 /// KEYS[1] key, KEYS[2] its writer-waiting mark, ARGV[1] value, ARGV[2] ttl

@@ -406,9 +406,9 @@ TEST_CASE("a Client completes its handshake with the fake and takes a lock", "[f
       value = argv[2];
       return resp::status("OK");
     }
-    // EVALSHA sha 4 key queue reservation listening value channel message subscribed ms
-    if (is_command(argv, "EVALSHA") && argv.size() == 12 && argv[1] == scripts::unlock_and_wake.sha1 &&
-        argv[7] == value) {
+    // EVALSHA sha 2 key marker value ms
+    if (is_command(argv, "EVALSHA") && argv.size() == 7 && argv[1] == scripts::unlock_and_wake.sha1 &&
+        argv[5] == value) {
       return resp::integer(1);
     }
     return resp::error("ERR unexpected");

@@ -135,8 +135,7 @@ TEST_CASE("a script runs again with EVAL after SCRIPT FLUSH when nothing was sen
     server.command({"SCRIPT", "FLUSH"});
     CHECK(server.command({"SCRIPT", "EXISTS", std::string(scripts::unlock.sha1)}) == "0");
 
-    master.send(command({"k", "k:listening", "k:queue", "v", "k:released", "v", "0"}, &scripts::unlock),
-                collector);
+    master.send(command({"k", "k:listening", "v"}, &scripts::unlock), collector);
     REQUIRE(loop.run_until([&] { return collector->answers() == 2; }, 5s));
     REQUIRE(collector->failures.empty());
     CHECK(collector->replies[1].integer == 1);  // deleted despite the flush
@@ -158,8 +157,7 @@ TEST_CASE("a NOSCRIPT re-run never overtakes the commands sent after it", "[mast
 
     // A failed attempt's release, then the retry's SET with the same value,
     // in one write: the release must not run after the SET.
-    master.send(command({"k", "k:listening", "k:queue", "v", "k:released", "v", "0"}, &scripts::unlock),
-                collector);
+    master.send(command({"k", "k:listening", "v"}, &scripts::unlock), collector);
     master.send(Command::set_nx({"SET", "k", "v", "NX", "PX", "10000"}), collector);
     master.send(command({"k", "v"}, &scripts::extend), collector);
     REQUIRE(loop.run_until([&] { return collector->answers() == 4; }, 5s));
