@@ -235,7 +235,7 @@ class Election::Impl : public std::enable_shared_from_this<Impl> {
     // Releases of the lock, and the records the leaders write.
     for (Watch* w : {&lock_watch_, &record_watch_}) {
       context_.waiters.watch(w->key, *w);
-      context_.waiters.listen(w->key);
+      context_.waiters.listen(w->key, w == &lock_watch_);  // proclaim publishes always
     }
     refresh();
   }

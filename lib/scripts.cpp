@@ -169,8 +169,11 @@ const Script acquire_or_queue{
 
 const Script mark_listening{
     "mark_listening",
-    REDLOCK_MARK_LISTENING("KEYS[1]", "tonumber(ARGV[1])") "return 0\n",
-    "055bc08dad97ed75c0faa7f0a3a2c4dd5adcd0e7",
+    "local listening = tonumber(ARGV[1])\n"
+    "if redis.call('pttl', KEYS[1]) < listening / 2 then redis.call('set', KEYS[1], '1', 'PX', listening) "
+    "end\n"
+    "return 0\n",
+    "deae277ce0fa28f3f6012924ba1fd8c54894c469",
     0,
     0,
 };

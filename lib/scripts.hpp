@@ -67,8 +67,9 @@ extern const Script acquire_or_queue;
 /// KEYS[1] a key's listening marker, ARGV[1] ms: someone hears the key's
 /// releases here for ARGV[1] ms at least (a Client subscribed to them marks
 /// each master it listens on, and again while it listens): unlock publishes
-/// only where the marker is. Sets it for ARGV[1] ms unless it lasts longer;
-/// returns 0.
+/// only where the marker is. Sets it for ARGV[1] ms where it has less than
+/// half of that left (listeners renew it every third: every other renewal
+/// writes); never shortens it. Returns 0.
 extern const Script mark_listening;
 
 /// KEYS[1] key, KEYS[2] its wait queue, KEYS[3] its reservation, ARGV[1] ms,

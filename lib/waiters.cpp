@@ -25,11 +25,10 @@ constexpr std::size_t yields_to_keep = 64;
 // releases yield to listeners).
 constexpr std::uint64_t linger_ms = 100;
 // An unlock publishes only where a key is marked as listened to. Each master
-// a Client listens on is marked for this long, and again every
-// remark_every_ms while it listens and as it hears each release there (an
-// unlock that publishes deletes the marker).
-constexpr std::uint64_t marker_ms = 3000;
-constexpr std::uint64_t remark_every_ms = 1000;
+// a Client listens on is marked for at least this long (marker_ms()), again
+// every third of that while it listens, and as it hears each release there
+// (an unlock that publishes deletes the marker).
+constexpr std::uint64_t min_marker_ms = 3000;
 
 }  // namespace
 
@@ -134,20 +133,25 @@ void Waiters::idle(const std::string& key) {
   }
 }
 
-void Waiters::listen(const std::string& key) {
+void Waiters::listen(const std::string& key, bool marked) {
   auto sub = subscribed_.find(key);
   if (sub != subscribed_.end()) {
-    if (std::exchange(sub->second.idle_since, 0) != 0) mark_everywhere(key);
+    if (std::exchange(sub->second.idle_since, 0) != 0 && marked) mark_everywhere(key);
     return;
   }
-  subscribed_.emplace(key, Subscription{});
-  mark_everywhere(key);
+  Subscription fresh;
+  fresh.marked = marked;
+  subscribed_.emplace(key, fresh);
+  if (marked) mark_everywhere(key);
   subscribe(key);
 }
 
+// Listened to, so to be marked: a key of a lock (not an election's record,
+// whose writes always publish) that a waiter or a watcher still needs.
 bool Waiters::listening(const std::string& key) const {
   auto sub = subscribed_.find(key);
-  return sub != subscribed_.end() && (sub->second.idle_since == 0 || watchers_.count(key) != 0);
+  return sub != subscribed_.end() && sub->second.marked &&
+         (sub->second.idle_since == 0 || watchers_.count(key) != 0);
 }
 
 // Marks `key` as listened to on `master`, over its command connection: sent
@@ -155,7 +159,15 @@ bool Waiters::listening(const std::string& key) const {
 // finds the marker when it unlocks there.
 void Waiters::mark(const std::string& key, std::size_t master) {
   masters_[master]->send(
-      Command::script(scripts::mark_listening, {keys::listening(key), std::to_string(marker_ms)}), {});
+      Command::script(scripts::mark_listening, {keys::listening(key), std::to_string(marker_ms())}), {});
+}
+
+// A marker outlives the listener's own fallback timer (retry_delay + jitter),
+// as the queue does: a marker lost to a stalled loop or a paused master then
+// costs no more than that timer would anyway.
+std::uint64_t Waiters::marker_ms() const {
+  auto fallback = static_cast<std::uint64_t>((options_.retry_delay + options_.retry_jitter).count()) + 1000;
+  return std::max(min_marker_ms, fallback);
 }
 
 void Waiters::mark_everywhere(const std::string& key) {
@@ -168,13 +180,13 @@ void Waiters::mark_everywhere(const std::string& key) {
   }
   if (uv_is_active(reinterpret_cast<uv_handle_t*>(remark_.get())) == 0) {
     uv_timer_start(
-        remark_.get(), [](uv_timer_t* t) { owner_of<Waiters>(t)->remark(); }, remark_every_ms,
-        remark_every_ms);
+        remark_.get(), [](uv_timer_t* t) { owner_of<Waiters>(t)->remark(); }, marker_ms() / 3,
+        marker_ms() / 3);
   }
 }
 
-// Every remark_every_ms: the keys still listened to are marked again (a
-// marker lasts marker_ms); with none left, the timer stops.
+// Every third of a marker's life: the keys still listened to are marked again;
+// with none left, the timer stops.
 void Waiters::remark() {
   bool any = false;
   for (const auto& entry : subscribed_) {
@@ -275,6 +287,7 @@ void Waiters::open_subscribers() {
       on_message(*subscribers_[i], channel, value);
     };
     config.on_ready = [this](Master& subscriber) { resubscribe(subscriber); };
+    config.on_dropped = [this](const Master& subscriber) { on_subscriber_dropped(subscriber.index()); };
     subscribers_.push_back(std::make_unique<Master>(loop_, std::move(config), random_seed()));
   }
   wake_confirmed_.assign(subscribers_.size(), false);
@@ -348,6 +361,24 @@ void Waiters::resubscribe(Master& subscriber) {
     // A master that restarted lost its markers.
     if (listening(entry.first)) mark(entry.first, subscriber.index());
     subscriber.send(Command::plain({"SUBSCRIBE", keys::release_channel(entry.first)}), confirmations_);
+  }
+}
+
+// A subscriber connection dropped: the waiters queued at that master (their
+// gate, which may be dead) listen to releases on the others and try again
+// now, rather than sleep to their timers or wait for a reconnect.
+void Waiters::on_subscriber_dropped(std::size_t index) {
+  std::vector<std::string> keys;
+  for (auto& entry : lines_) {
+    Line& line = entry.second;
+    if (line.queued_at == nullptr || line.queued_at->index() != index) continue;
+    line.queued_at = nullptr;
+    keys.push_back(entry.first);
+  }
+  for (const std::string& key : keys) {
+    listen(key);
+    auto it = lines_.find(key);
+    if (it != lines_.end() && !it->second.queue.empty()) it->second.queue.front()->recheck();
   }
 }
 

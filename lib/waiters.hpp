@@ -71,7 +71,9 @@ class Waiters {
   /// queued: subscribe to its releases, unless subscribed already. A release that came between
   /// the refusal and the subscription would be missed, so once the first
   /// master confirms the subscription the first in line is woken to try again.
-  void listen(const std::string& key);
+  /// `marked`: the key is a lock's, whose unlock publishes only where a
+  /// listener marked it (not a record that always publishes).
+  void listen(const std::string& key, bool marked = true);
   bool first_in_line(const std::string& key, const Waiter& waiter) const;
   /// Tells `watcher` of every release of `key` heard, outside the line (a
   /// lock_all, which waits for several keys and must not hold up the line
@@ -134,6 +136,7 @@ class Waiters {
   struct Subscription {
     bool confirmed = false;        // a master answered the SUBSCRIBE
     std::uint64_t idle_since = 0;  // uv_now() ms the line emptied; 0 while it has waiters
+    bool marked = true;            // a lock's key: marked where subscribed (mark_listening)
   };
   class Confirmations;
 
@@ -144,6 +147,7 @@ class Waiters {
   bool listening(const std::string& key) const;
   void mark(const std::string& key, std::size_t master);
   void mark_everywhere(const std::string& key);
+  std::uint64_t marker_ms() const;
   void remark();
   void on_message(const Master& subscriber, std::string_view channel, std::string_view message);
   void on_wake(const Master& subscriber, const std::string& key);
@@ -151,6 +155,7 @@ class Waiters {
   void on_subscribed(std::string_view channel);
   void on_wake_subscribed(const Master& subscriber);
   void resubscribe(Master& subscriber);
+  void on_subscriber_dropped(std::size_t index);
   void wake_first(const std::string& key, std::string_view message);
   void tell_watchers(const std::string& key, std::string_view message);
   void pass_wake_on(const Master& gate, const std::string& key);

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "rendezvous.hpp"
+#include "scripts.hpp"
 #include "support/calls.hpp"
 #include "support/cluster.hpp"
 #include "support/eventually.hpp"
@@ -335,7 +336,10 @@ TEST_CASE("an unlock nobody listens for is a compare-and-delete: nothing publish
   REQUIRE(loop.close());
 }
 
-// The listener's markers last 3 s and are renewed every second while it listens.
+// A listener's markers last 3 s at least (retry_delay + jitter + 1 s: 11 s
+// here) and are renewed every third of that while it listens. Its loop may
+// also stall for longer than 3 s (helper-14's review: with 3 s markers the
+// release then went unpublished and the waiter slept to its retry_delay).
 TEST_CASE("a waiter that listens for longer than a marker lasts still hears the release at once", "[wait]") {
   Cluster masters(5);
   LoopFixture loop;
@@ -352,13 +356,66 @@ TEST_CASE("a waiter that listens for longer than a marker lasts still hears the 
     const std::string channel = "{long-listen}:released";
     REQUIRE(loop.run_until([&] { return masters.subscribed_on(channel, 1).size() == 3; }, 5s));
     CHECK(masters.queued_on("{long-listen}", 0).size() == 5);
-    loop.run_until([] { return false; }, 4500ms);  // past a marker's 3 s
-    REQUIRE_FALSE(waiter.done());
-    auto released = steady::now();
-    REQUIRE_FALSE(unlock(loop, holder, held.lock));
+    // Its attempts (one per subscription confirmed) are over when it asks
+    // nothing more for a while: a confirmation read after the stall would
+    // make it try, and win, without any release heard.
+    std::uint64_t asked = votes_asked(waiter_client);
+    REQUIRE(loop.run_until(
+        [&] {
+          std::uint64_t before = asked;
+          let_it_try(loop);
+          asked = votes_asked(waiter_client);
+          return asked == before;
+        },
+        5s));
+    steady::time_point released;
+    SECTION("its loop runs past a marker's 11 s, then the holder unlocks") {
+      auto until = steady::now() + 12s;
+      loop.run_until([&] { return steady::now() >= until; }, 20s);
+      REQUIRE_FALSE(waiter.done());
+      released = steady::now();
+      REQUIRE_FALSE(unlock(loop, holder, held.lock));
+    }
+    SECTION("its loop stalls for 3.5 s, during which another process unlocks") {
+      std::this_thread::sleep_for(3500ms);
+      released = steady::now();
+      for (std::size_t i = 0; i < masters.size(); ++i) {
+        masters[i].command({"EVAL", std::string(scripts::unlock.body), "2", "{long-listen}",
+                            "{long-listen}:listening", held.lock.value});
+      }
+    }
     REQUIRE(loop.run_until([&] { return waiter.done(); }, 5s));
     REQUIRE_FALSE(waiter.answer->error);
     CHECK(*waiter.answered_at - released < scaled(200ms));  // its retry_delay is 10 s
+  }
+  REQUIRE(loop.close());
+}
+
+// helper-14's review: a waiter queued at its gate stopped listening to
+// releases, and heard none when the gate died, until its retry_delay.
+TEST_CASE("a waiter queued at a gate that dies listens to the others and wakes at the release", "[wait]") {
+  Cluster masters(3);
+  LoopFixture loop;
+  {
+    Client holder(loop.get(), masters.options());
+    Client waiter_client(loop.get(), slow_polling(masters.options()));
+    Answer held = try_lock(loop, holder, "gate-dies", 30s);
+    REQUIRE_FALSE(held.error);
+    REQUIRE(loop.run_until([&] { return holders(masters, "{gate-dies}", held.lock.value) == 3; }, 5s));
+    Waiting waiter(waiter_client, "gate-dies", 10s, 25s);
+    std::vector<std::size_t> gate;
+    REQUIRE(loop.run_until([&] { return (gate = masters.queued_on("{gate-dies}", 1)).size() == 1; }, 5s));
+    // Queued, it stopped listening to releases (after a linger).
+    const std::string channel = "{gate-dies}:released";
+    REQUIRE(loop.run_until([&] { return masters.subscribed_on(channel, 0).size() == 3; }, 5s));
+    masters[gate[0]].kill9();
+    // Its subscriber there dropped: it listens on the others now.
+    REQUIRE(loop.run_until([&] { return !masters.subscribed_on(channel, 1).empty(); }, 5s));
+    auto released = steady::now();
+    REQUIRE_FALSE(unlock(loop, holder, held.lock));
+    REQUIRE(loop.run_until([&] { return waiter.done(); }, 15s));
+    REQUIRE_FALSE(waiter.answer->error);
+    CHECK(*waiter.answered_at - released < scaled(1s));  // its retry_delay is 10 s
   }
   REQUIRE(loop.close());
 }

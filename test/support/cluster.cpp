@@ -30,7 +30,8 @@ std::vector<std::size_t> Cluster::subscribed_on(const std::string& channel, int 
   const std::string expected = channel + " " + std::to_string(subscribers);
   std::vector<std::size_t> found;
   for (std::size_t i = 0; i < servers_.size(); ++i) {
-    if (servers_[i]->command({"PUBSUB", "NUMSUB", channel}) == expected) found.push_back(i);
+    if (servers_[i]->running() && servers_[i]->command({"PUBSUB", "NUMSUB", channel}) == expected)
+      found.push_back(i);
   }
   return found;
 }
