@@ -6,6 +6,8 @@
 //   bench_acquire --ports 7001,7002    use running masters (N = their count)
 //   bench_acquire --smoke              a few hundred iterations, for CI
 //   bench_acquire --cycles K           only K async try_lock+unlock cycles at N = 5 (for callgrind)
+//   bench_acquire --throughput-only S  only async throughput with S cycles in flight at N = 5, 3 s
+//                                      (for a profiler)
 //   bench_acquire --fencing            only async try_lock with and without Options::fencing
 //   bench_acquire --tls                only async try_lock over rediss:// and plain TCP, same masters
 //   bench_acquire --primitives         only async acquire + unlock of each primitive (try_lock,
@@ -66,8 +68,9 @@ struct Settings {
   std::vector<int> in_flight{1, 16, 256};
   std::chrono::milliseconds throughput_for{1500};
   int held_locks = 10000;
-  std::vector<int> ports;  // external masters
-  int cycles = 0;          // callgrind mode
+  std::vector<int> ports;   // external masters
+  int cycles = 0;           // callgrind mode
+  int throughput_only = 0;  // --throughput-only: cycles in flight
   bool smoke = false;
   bool fencing_only = false;     // --fencing
   bool tls_only = false;         // --tls
@@ -101,6 +104,8 @@ Settings parse(int argc, char** argv) {
       s.repeat = std::stoi(value());
     } else if (arg == "--cycles") {
       s.cycles = std::stoi(value());
+    } else if (arg == "--throughput-only") {
+      s.throughput_only = std::stoi(value());
     } else if (arg == "--fencing") {
       s.fencing_only = true;
     } else if (arg == "--tls") {
@@ -605,6 +610,17 @@ int run(const Settings& s) {
         .add("errors", l.errors)
         .print();
     return l.errors == 0 ? 0 : 1;
+  }
+
+  if (s.throughput_only > 0) {
+    bench::JsonLine()
+        .add("bench", "throughput")
+        .add("impl", "redlock-async")
+        .add("masters", 5)
+        .add("in_flight", s.throughput_only)
+        .add("cycles_per_s", async_throughput(masters.options(5), s.throughput_only, 3s))
+        .print();
+    return 0;
   }
 
   Report report(placement);
