@@ -60,7 +60,10 @@
 # that relies on its timer stalls: releases must wake waiters (an unlock
 # publishes only where a listener marked the key). Its control,
 # control-markers-lost: each worker deletes the markers as they are written,
-# and the checker must see stalls.
+# and the checker must see stalls. liveness-all: the same for lock_all, whose
+# call stalls only where all its resources were free together (one of two
+# free while the other is held is no stall: it can take neither); its
+# control, control-all-stranded, strands one acquisition in four.
 # all: half the acquisitions take two of 3 resources at once (lock_all, named
 # in a random order), the others one, under the mixed faults; checked per
 # resource. Its control, control-all-first-only, takes only the first of the
@@ -290,6 +293,8 @@ runs=(
   "liveness-slow-retry|--mode none --retry-delay-ms 1000 --check-stalls"
   "control-stranded|--mode none --strand --register none --expect-stall"
   "control-markers-lost|--mode none --retry-delay-ms 1000 --steal-markers --register none --expect-stall"
+  "liveness-all|--mode none --all --resources 3 --retry-delay-ms 1000 --check-stalls"
+  "control-all-stranded|--mode none --all --resources 3 --strand --register none --expect-stall"
   "control-clock-unfenced|--mode clock-large --register unfenced --expect-stale"
   "control-pause-unfenced|--mode pause-client --resources 6 --threads 8 --register unfenced --expect-stale"
   "control-permit-counter|--mode none --permits 3 --resources 1 --threads 16 --counter-semaphore --register none --expect-over-admission"

@@ -191,34 +191,68 @@ void check_writes(const std::vector<Record>& records, const std::vector<Write>& 
 
 }  // namespace
 
+namespace {
+
+using Span = std::pair<Clock::time_point, Clock::time_point>;
+
+// The parts of `spans` that lie within some span of `free` (both sorted, the
+// latter disjoint).
+std::vector<Span> within(const std::vector<Span>& spans, const std::vector<Span>& free) {
+  std::vector<Span> out;
+  for (const auto& [from, to] : spans) {
+    for (const auto& [free_from, free_to] : free) {
+      const auto start = std::max(from, free_from);
+      const auto end = std::min(to, free_to);
+      if (start < end) out.emplace_back(start, end);
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
 // The liveness check (Summary::stalls): per resource, the spans no recorded
-// hold covers, against the calls that waited through them.
+// hold covers, against the calls that waited through them. A call for
+// several resources at once (--all) can take none of them while another is
+// held: it stalls only where all of its resources were free together.
 void check_stalls(const std::vector<Record>& records, const FaultSchedule& schedule,
                   Clock::duration stall_after, Summary& s) {
-  std::map<int, std::vector<std::pair<Clock::time_point, Clock::time_point>>> holds;
+  std::map<int, std::vector<Span>> holds;
   std::map<int, std::vector<const Record*>> waits;
+  // A call's resources: its records share the process, thread and call time.
+  std::map<std::tuple<int, int, Clock::time_point>, std::vector<int>> call_resources;
   for (const Record& r : records) {
     waits[r.resource].push_back(&r);
+    call_resources[{r.process, r.thread, r.called}].push_back(r.resource);
     if (r.acquired()) holds[r.resource].emplace_back(r.returned, std::max(r.left, r.returned));
   }
-  for (auto& [resource, list] : waits) {
-    auto& held = holds[resource];
+  // The free spans of each resource: between the end of what was held so far
+  // and the next grant.
+  std::map<int, std::vector<Span>> free;
+  for (auto& [resource, held] : holds) {
     std::sort(held.begin(), held.end());
-    // The free spans: between the end of what was held so far and the next grant.
-    std::vector<std::pair<Clock::time_point, Clock::time_point>> free;
     Clock::time_point covered{};
     for (const auto& [from, to] : held) {
-      if (covered != Clock::time_point{} && from > covered) free.emplace_back(covered, from);
+      if (covered != Clock::time_point{} && from > covered) free[resource].emplace_back(covered, from);
       covered = std::max(covered, to);
     }
-    for (const auto& [from, to] : free) {
+  }
+  for (auto& [resource, list] : waits) {
+    for (const auto& [from, to] : free[resource]) {
       for (const Record* w : list) {
-        const auto start = std::max(from, w->called);
-        const auto end = std::min(to, w->returned);
-        if (end - start <= stall_after || !schedule.majority_healthy(start, end)) continue;
-        ++s.stalls;
-        s.longest_stall = std::max(s.longest_stall, end - start);
-        break;  // one stall per free span
+        std::vector<Span> stalled{{std::max(from, w->called), std::min(to, w->returned)}};
+        for (int other : call_resources[{w->process, w->thread, w->called}]) {
+          if (other != resource) stalled = within(stalled, free[other]);
+        }
+        bool found = false;
+        for (const auto& [start, end] : stalled) {
+          if (end - start <= stall_after || !schedule.majority_healthy(start, end)) continue;
+          ++s.stalls;
+          s.longest_stall = std::max(s.longest_stall, end - start);
+          found = true;
+          break;
+        }
+        if (found) break;  // one stall per free span
       }
     }
   }
