@@ -31,27 +31,29 @@ using ReplyPtr = std::unique_ptr<redisReply, decltype(&freeReplyObject)>;
 constexpr const char* floor_script =
     "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) end\nreturn 0\n";
 
-ReplyPtr call(redisContext* c, const std::vector<std::string>& argv) {
+// hiredis's view of a command: its arguments and their lengths.
+struct Argv {
+  explicit Argv(const std::vector<std::string>& argv) {
+    for (const std::string& a : argv) {
+      args.push_back(a.data());
+      lengths.push_back(a.size());
+    }
+  }
+  int size() const { return static_cast<int>(args.size()); }
   std::vector<const char*> args;
   std::vector<std::size_t> lengths;
-  for (const std::string& a : argv) {
-    args.push_back(a.data());
-    lengths.push_back(a.size());
-  }
-  auto* reply = static_cast<redisReply*>(
-      redisCommandArgv(c, static_cast<int>(args.size()), args.data(), lengths.data()));
+};
+
+ReplyPtr call(redisContext* c, const std::vector<std::string>& argv) {
+  Argv a(argv);
+  auto* reply = static_cast<redisReply*>(redisCommandArgv(c, a.size(), a.args.data(), a.lengths.data()));
   if (reply == nullptr) throw std::runtime_error(std::string("redis: ") + c->errstr);
   return ReplyPtr(reply, &freeReplyObject);
 }
 
 void append(redisContext* c, const std::vector<std::string>& argv) {
-  std::vector<const char*> args;
-  std::vector<std::size_t> lengths;
-  for (const std::string& a : argv) {
-    args.push_back(a.data());
-    lengths.push_back(a.size());
-  }
-  redisAppendCommandArgv(c, static_cast<int>(args.size()), args.data(), lengths.data());
+  Argv a(argv);
+  redisAppendCommandArgv(c, a.size(), a.args.data(), a.lengths.data());
 }
 
 struct Series {

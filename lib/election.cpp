@@ -193,11 +193,7 @@ class Election::Impl : public std::enable_shared_from_this<Impl> {
         state_ = State::idle;
         client_.cancel(std::exchange(campaign_, 0));  // its `elected` says canceled
         return post_done(std::move(cb), errc{});
-      case State::electing:
-        // Won, its record not yet written: `elected` will say canceled.
-        state_ = State::idle;
-        on_lost_ = nullptr;
-        return client_.unlock(lock_, std::move(cb));
+      case State::electing:  // won, its record not yet written: `elected` will say canceled
       case State::leading:
         state_ = State::idle;
         on_lost_ = nullptr;

@@ -170,10 +170,15 @@ std::uint64_t Waiters::marker_ms() const {
   return std::max(min_marker_ms, fallback);
 }
 
-void Waiters::mark_everywhere(const std::string& key) {
+// Marks `key` on each master that carries its subscription.
+void Waiters::mark_carriers(const std::string& key) {
   for (const auto& m : masters_) {
     if (carries(key, *m)) mark(key, m->index());
   }
+}
+
+void Waiters::mark_everywhere(const std::string& key) {
+  mark_carriers(key);
   if (!remark_) {
     remark_ = make_timer(loop_, this);
     uv_unref(reinterpret_cast<uv_handle_t*>(remark_.get()));
@@ -192,9 +197,7 @@ void Waiters::remark() {
   for (const auto& entry : subscribed_) {
     if (!listening(entry.first)) continue;
     any = true;
-    for (const auto& m : masters_) {
-      if (carries(entry.first, *m)) mark(entry.first, m->index());
-    }
+    mark_carriers(entry.first);
   }
   if (!any) uv_timer_stop(remark_.get());
 }
@@ -350,12 +353,7 @@ void Waiters::unsubscribe_idle() {
 void Waiters::resubscribe(Master& subscriber) {
   wake_confirmed_[subscriber.index()] = false;
   subscriber.send(Command::plain({"SUBSCRIBE", wake_channel_}), confirmations_);
-  for (auto& entry : lines_) {
-    Line& line = entry.second;
-    if (line.queued_at == nullptr || line.queued_at->index() != subscriber.index()) continue;
-    line.queued_at = nullptr;
-    listen(entry.first);
-  }
+  unqueue_at(subscriber.index());
   for (const auto& entry : subscribed_) {
     if (!carries(entry.first, subscriber)) continue;
     // A master that restarted lost its markers.
@@ -364,19 +362,25 @@ void Waiters::resubscribe(Master& subscriber) {
   }
 }
 
+// The lines queued at `master` are not queued any more: they listen to
+// releases again. Their keys.
+std::vector<std::string> Waiters::unqueue_at(std::size_t master) {
+  std::vector<std::string> keys;
+  for (auto& entry : lines_) {
+    Line& line = entry.second;
+    if (line.queued_at == nullptr || line.queued_at->index() != master) continue;
+    line.queued_at = nullptr;
+    keys.push_back(entry.first);
+  }
+  for (const std::string& key : keys) listen(key);
+  return keys;
+}
+
 // A subscriber connection dropped: the waiters queued at that master (their
 // gate, which may be dead) listen to releases on the others and try again
 // now, rather than sleep to their timers or wait for a reconnect.
 void Waiters::on_subscriber_dropped(std::size_t index) {
-  std::vector<std::string> keys;
-  for (auto& entry : lines_) {
-    Line& line = entry.second;
-    if (line.queued_at == nullptr || line.queued_at->index() != index) continue;
-    line.queued_at = nullptr;
-    keys.push_back(entry.first);
-  }
-  for (const std::string& key : keys) {
-    listen(key);
+  for (const std::string& key : unqueue_at(index)) {
     auto it = lines_.find(key);
     if (it != lines_.end() && !it->second.queue.empty()) it->second.queue.front()->recheck();
   }

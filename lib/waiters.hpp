@@ -146,6 +146,7 @@ class Waiters {
   void unsubscribe_idle();
   bool listening(const std::string& key) const;
   void mark(const std::string& key, std::size_t master);
+  void mark_carriers(const std::string& key);
   void mark_everywhere(const std::string& key);
   std::uint64_t marker_ms() const;
   void remark();
@@ -155,6 +156,7 @@ class Waiters {
   void on_subscribed(std::string_view channel);
   void on_wake_subscribed(const Master& subscriber);
   void resubscribe(Master& subscriber);
+  std::vector<std::string> unqueue_at(std::size_t master);
   void on_subscriber_dropped(std::size_t index);
   void wake_first(const std::string& key, std::string_view message);
   void tell_watchers(const std::string& key, std::string_view message);

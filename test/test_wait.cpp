@@ -250,6 +250,21 @@ std::uint64_t votes_asked(const Client& client) {
   return n;
 }
 
+// Polls, within 5 s, until `client`'s attempts are over (it asked no vote for
+// a while) and `also` holds.
+template <class Also>
+bool attempts_over(LoopFixture& loop, const Client& client, Also also) {
+  std::uint64_t asked = votes_asked(client);
+  return loop.run_until(
+      [&] {
+        std::uint64_t before = asked;
+        let_it_try(loop);
+        asked = votes_asked(client);
+        return asked == before && also();
+      },
+      5s);
+}
+
 TEST_CASE("a key's releases are heard from a majority of the masters, the same ones in every Client",
           "[wait]") {
   Cluster masters(5);
@@ -278,15 +293,9 @@ TEST_CASE("a key's releases are heard from a majority of the masters, the same o
     // when it asks nothing more for a while and the gate's key is free: a
     // fixed pause was once too short under ASan, and the second waiter met
     // the first's attempt at the gate and queued there.
-    std::uint64_t asked = votes_asked(first);
-    REQUIRE(loop.run_until(
-        [&] {
-          std::uint64_t before = asked;
-          let_it_try(loop);
-          asked = votes_asked(first);
-          return asked == before && masters[gate].command({"EXISTS", "{majority}"}) == "0";
-        },
-        5s));
+    REQUIRE(attempts_over(loop, first, [&] {
+      return masters[gate].command({"EXISTS", "{majority}"}) == "0";
+    }));
     Waiting b(second, "majority", 10s, 20s);
     // Both Clients subscribe on the same three masters; the other two carry nothing.
     REQUIRE(loop.run_until([&] { return masters.subscribed_on(channel, 2).size() == 3; }, 5s));
@@ -359,15 +368,7 @@ TEST_CASE("a waiter that listens for longer than a marker lasts still hears the 
     // Its attempts (one per subscription confirmed) are over when it asks
     // nothing more for a while: a confirmation read after the stall would
     // make it try, and win, without any release heard.
-    std::uint64_t asked = votes_asked(waiter_client);
-    REQUIRE(loop.run_until(
-        [&] {
-          std::uint64_t before = asked;
-          let_it_try(loop);
-          asked = votes_asked(waiter_client);
-          return asked == before;
-        },
-        5s));
+    REQUIRE(attempts_over(loop, waiter_client, [] { return true; }));
     steady::time_point released;
     SECTION("its loop runs past a marker's 11 s, then the holder unlocks") {
       auto until = steady::now() + 12s;
