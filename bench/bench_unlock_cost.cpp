@@ -62,11 +62,12 @@ struct Series {
   bool gate;    // unlock_and_wake's arguments
   bool floor;   // the plain compare-and-delete's
   bool marked;  // a listener's marker beside the key
+  std::string value = "0123456789abcdef0123456789abcdef:1795713709768:host:1234";
 };
 
 // Evalsha's usec_per_call over `n` unlocks of held keys.
 double measure(redisContext* c, const Series& s, int n) {
-  const std::string value = "0123456789abcdef0123456789abcdef:1795713709768:host:1234";
+  const std::string& value = s.value;
   call(c, {"CONFIG", "RESETSTAT"});
   int replies = 0;
   for (int i = 0; i < n; ++i) {
@@ -120,6 +121,7 @@ int main(int argc, char** argv) {
     namespace scripts = redlock::scripts;
     std::vector<Series> series = {
         {"floor", load(floor_script), false, true, false},
+        {"floor_short_value", load(floor_script), false, true, false, "0123456789abcdef0123456789abcdef"},
         {"unlock", load(scripts::unlock.body), false, false, false},
         {"unlock_and_wake", load(scripts::unlock_and_wake.body), true, false, false},
         {"unlock_marked", load(scripts::unlock.body), false, false, true},

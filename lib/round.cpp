@@ -36,14 +36,10 @@ std::shared_ptr<Round> Round::start_gated(const std::vector<std::unique_ptr<Mast
   // reverse order of their wake-ups (the scheduler favours the task that
   // just woke), and the one written last answers first. On separate hosts
   // the order of writes microseconds apart makes no difference.
-  for (const auto& m : masters) {
-    if (m.get() != &gate) {
-      m->send(command, round, patience);
-      m->flush();
-    }
-  }
   gate.send(gate_command, round, patience);
-  gate.flush();
+  for (const auto& m : masters) {
+    if (m.get() != &gate) m->send(command, round, patience);
+  }
   return round;
 }
 
