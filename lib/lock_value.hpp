@@ -2,8 +2,12 @@
 
 // A lock's value on the masters: 128 random bits (what makes it ours), then
 // when and by whom it was taken, for Inspector and `redlock status`:
-//   <32 hex digits>:<unix time in ms>:<owner>
+//   <22 base64url characters>:<unix time in ms, base 36>:<owner>
 // The owner is a label, never trusted: only the whole value is compared.
+// Short on purpose: Redis keeps a string of up to 44 bytes in the same
+// allocation as its object, and a longer one costs every SET and GET of it
+// (a master's time per lock-and-unlock about 6% more at 55 bytes). With an
+// owner of up to 12 bytes a value stays within the 44.
 
 #include <chrono>
 #include <optional>

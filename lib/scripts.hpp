@@ -120,8 +120,8 @@ extern const Script continue_fenced;
 extern const Script fence;
 
 // Shared locks (Client::lock_shared). While shared holders hold a resource,
-// its lock key holds shared_mark (never a lock value, which starts with hex
-// digits), expiring when the last of them does, so every exclusive script
+// its lock key holds shared_mark (never a lock value, which has its first
+// ':' after 22 characters), expiring when the last of them does, so every exclusive script
 // treats it as a lock held by someone else. The holders are a sorted set, a
 // helper of the key: value -> the master time (ms) its hold ends. Each
 // script drops the holders whose time passed and sets both keys' expiry to

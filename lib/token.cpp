@@ -26,20 +26,34 @@ void fill_random(void* buffer, std::size_t size) {
 
 }  // namespace
 
-void append_random_token(std::string& out) {
+void append_random_text(std::string& out) {
   std::array<unsigned char, 16> bytes{};
   fill_random(bytes.data(), bytes.size());
-  static constexpr char digits[] = "0123456789abcdef";
+  static constexpr char alphabet[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+  // Six bits a character: 21 whole characters, then the last two bits.
+  unsigned bits = 0;
+  int held = 0;
   for (unsigned char b : bytes) {
-    out += digits[b >> 4];
-    out += digits[b & 0x0f];
+    bits = (bits << 8) | b;
+    held += 8;
+    while (held >= 6) {
+      held -= 6;
+      out += alphabet[(bits >> held) & 0x3f];
+    }
   }
+  out += alphabet[(bits << (6 - held)) & 0x3f];
 }
 
 std::string random_token() {
+  std::array<unsigned char, 16> bytes{};
+  fill_random(bytes.data(), bytes.size());
+  static constexpr char digits[] = "0123456789abcdef";
   std::string hex;
   hex.reserve(32);
-  append_random_token(hex);
+  for (unsigned char b : bytes) {
+    hex += digits[b >> 4];
+    hex += digits[b & 0x0f];
+  }
   return hex;
 }
 

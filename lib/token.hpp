@@ -7,8 +7,10 @@ namespace redlock {
 
 /// A fresh lock value: 128 bits from getrandom(), as 32 lower-case hex digits.
 std::string random_token();
-/// The same 32 digits appended to `out` (one allocation for a longer value).
-void append_random_token(std::string& out);
+/// 128 bits from getrandom() appended to `out` as 22 base64url characters
+/// (A-Z a-z 0-9 - _): a lock value's random part, as short as printable text
+/// allows.
+void append_random_text(std::string& out);
 
 /// 64 random bits from getrandom(), to seed per-client PRNGs.
 std::uint64_t random_seed();

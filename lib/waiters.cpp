@@ -16,7 +16,7 @@ namespace {
 constexpr std::uint64_t contended_ms = 1000;
 // Past this many remembered contended keys, those whose time passed are forgotten.
 constexpr std::size_t contended_to_keep = 64;
-constexpr char partial_mark = '~';  // never in a value (hex digits)
+constexpr char partial_mark = '~';  // never in a value (base64url)
 // Past this many remembered yields, those whose time passed are forgotten.
 constexpr std::size_t yields_to_keep = 64;
 // How long a key stays subscribed after its last waiter left: long enough

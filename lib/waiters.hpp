@@ -118,7 +118,7 @@ class Waiters {
   static std::string partial_release(std::string_view value);
   static bool is_partial(std::string_view message);
   /// What a waiter is woken with when the queue at its gate woke this Client
-  /// (the gate keeps the key for it a moment): never a value (hex digits) or
+  /// (the gate keeps the key for it a moment): never a value (base64url) or
   /// a partial release.
   static constexpr std::string_view queue_wake = "*";
   /// The value a release message names.

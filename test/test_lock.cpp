@@ -77,7 +77,7 @@ TEST_CASE("a lock is taken, contended and released on N masters", "[lock]") {
   REQUIRE(loop.close());
 }
 
-TEST_CASE("lock values start with 128 unique random bits in hex", "[lock]") {
+TEST_CASE("lock values start with 128 unique random bits in base64url", "[lock]") {
   Cluster masters(1);
   LoopFixture loop;
   {
@@ -86,12 +86,22 @@ TEST_CASE("lock values start with 128 unique random bits in hex", "[lock]") {
     for (int i = 0; i < 20; ++i) {
       Answer a = try_lock(loop, client, "r" + std::to_string(i), 5s);
       REQUIRE_FALSE(a.error);
-      REQUIRE(a.lock.value.size() > 33);
-      CHECK(a.lock.value.substr(0, 32).find_first_not_of("0123456789abcdef") == std::string::npos);
-      CHECK(a.lock.value[32] == ':');
-      random_parts.insert(a.lock.value.substr(0, 32));
+      REQUIRE(a.lock.value.size() > 23);
+      CHECK(a.lock.value.substr(0, 22).find_first_not_of(
+                "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_") == std::string::npos);
+      CHECK(a.lock.value[22] == ':');
+      random_parts.insert(a.lock.value.substr(0, 22));
     }
     CHECK(random_parts.size() == 20);
+
+    // Within the 44 bytes Redis keeps in one allocation, for an owner of 12.
+    Options options = masters.options();
+    options.owner = "worker-12345";
+    Client labelled(loop.get(), options);
+    Answer a = try_lock(loop, labelled, "short", 5s);
+    REQUIRE_FALSE(a.error);
+    CHECK(a.lock.value.size() <= 44);
+    labelled.close(nullptr);
   }
   REQUIRE(loop.close());
 }
@@ -125,9 +135,10 @@ TEST_CASE("a lock's value says who took it and when", "[lock]") {
     CHECK(default_owner().find(":" + std::to_string(getpid())) != std::string::npos);
 
     CHECK_FALSE(read_lock_value("not a value of ours"));
-    CHECK_FALSE(read_lock_value(std::string(32, 'f')));
-    CHECK_FALSE(read_lock_value(std::string(32, 'f') + ":x:owner"));
-    CHECK_FALSE(read_lock_value(std::string(32, 'f') + ":99999999999999999999:owner"));
+    CHECK_FALSE(read_lock_value(std::string(22, 'f')));
+    CHECK_FALSE(read_lock_value(std::string(22, 'f') + ":x!:owner"));
+    CHECK_FALSE(read_lock_value(std::string(22, 'f') + ":zzzzzzzzzzzzzz:owner"));
+    CHECK_FALSE(read_lock_value(std::string(21, 'f') + "+:1a2b3c4d:owner"));
     named.close(nullptr);
     unnamed.close(nullptr);
   }

@@ -17,8 +17,9 @@ namespace redlock {
 struct REDLOCK_API Lock {
   /// The resource as the caller named it (without Options::key_prefix).
   std::string resource;
-  /// The unique value stored on the masters: 128 random bits as 32 hex
-  /// digits, then ":", the time it was taken (Unix ms), ":" and Options::owner.
+  /// The unique value stored on the masters: 128 random bits as 22 base64url
+  /// characters, then ":", the time it was taken (Unix ms in base 36), ":"
+  /// and Options::owner.
   std::string value;
   /// The moment the lock stops being safe to rely on: t0 + ttl - drift.
   std::chrono::steady_clock::time_point valid_until{};
