@@ -5,6 +5,7 @@
 
 #include <redlock/options.hpp>
 
+#include <charconv>
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -13,33 +14,53 @@
 
 namespace redlock {
 
-/// A master's rank for a key; higher ranks first.
-inline std::uint64_t rendezvous_rank(std::string_view key, const Endpoint& master) {
+/// The part of a rank that depends on the key alone: FNV-1a over the key and a
+/// NUL. Computed once for a key, it ranks every master.
+inline std::uint64_t rendezvous_key_hash(std::string_view key) {
   std::uint64_t h = 14695981039346656037ULL;  // FNV-1a
-  auto add = [&h](std::string_view bytes) {
-    for (unsigned char c : bytes) {
-      h ^= c;
+  for (unsigned char c : key) {
+    h ^= c;
+    h *= 1099511628211ULL;
+  }
+  h *= 1099511628211ULL;  // the NUL: h ^= 0 changes nothing
+  return h;
+}
+
+/// A master's rank for the key whose rendezvous_key_hash is `key_hash`;
+/// higher ranks first.
+inline std::uint64_t rendezvous_rank(std::uint64_t key_hash, const Endpoint& master) {
+  std::uint64_t h = key_hash;
+  auto add = [&h](const char* bytes, std::size_t size) {
+    for (std::size_t i = 0; i < size; ++i) {
+      h ^= static_cast<unsigned char>(bytes[i]);
       h *= 1099511628211ULL;
     }
   };
-  add(key);
-  add(std::string_view("\0", 1));
-  add(master.unix_socket.empty() ? master.host : master.unix_socket);
-  add(std::to_string(master.port));
+  const std::string& name = master.unix_socket.empty() ? master.host : master.unix_socket;
+  add(name.data(), name.size());
+  char port[8];
+  char* end = std::to_chars(port, port + sizeof port, master.port).ptr;
+  add(port, static_cast<std::size_t>(end - port));
   // splitmix64's finalizer: FNV-1a alone leaves the ranks of similar names close.
   h = (h ^ (h >> 30)) * 0xbf58476d1ce4e5b9ULL;
   h = (h ^ (h >> 27)) * 0x94d049bb133111ebULL;
   return h ^ (h >> 31);
 }
 
+/// A master's rank for a key; higher ranks first.
+inline std::uint64_t rendezvous_rank(std::string_view key, const Endpoint& master) {
+  return rendezvous_rank(rendezvous_key_hash(key), master);
+}
+
 /// Whether masters[index] is among the `count` masters ranked highest for `key`.
 inline bool rendezvous_among_first(std::string_view key, const std::vector<Endpoint>& masters,
                                    std::size_t index, std::size_t count) {
-  std::uint64_t rank = rendezvous_rank(key, masters[index]);
+  std::uint64_t key_hash = rendezvous_key_hash(key);
+  std::uint64_t rank = rendezvous_rank(key_hash, masters[index]);
   std::size_t higher = 0;
   for (std::size_t i = 0; i < masters.size(); ++i) {
     if (i == index) continue;
-    std::uint64_t other = rendezvous_rank(key, masters[i]);
+    std::uint64_t other = rendezvous_rank(key_hash, masters[i]);
     // Equal ranks (the same master named twice) are ordered by position.
     if (other > rank || (other == rank && i < index)) ++higher;
   }

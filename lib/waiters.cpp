@@ -403,9 +403,10 @@ void Waiters::on_wake_subscribed(const Master& subscriber) {
 Master* Waiters::gate(const std::string& key) const {
   Master* best = nullptr;
   std::uint64_t best_rank = 0;
+  std::uint64_t key_hash = rendezvous_key_hash(key);
   for (const auto& m : masters_) {
     if (!m->voting()) continue;
-    std::uint64_t rank = rendezvous_rank(key, m->endpoint());
+    std::uint64_t rank = rendezvous_rank(key_hash, m->endpoint());
     if (best == nullptr || rank > best_rank) {
       best = m.get();
       best_rank = rank;
