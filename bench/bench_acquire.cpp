@@ -8,7 +8,8 @@
 //   bench_acquire --cycles K           only K async try_lock+unlock cycles at N = 5 (for callgrind)
 //   bench_acquire --throughput-only S  only async throughput with S cycles in flight at N = 5, 3 s
 //                                      (for a profiler)
-//   bench_acquire --fencing            only async try_lock with and without Options::fencing
+//   bench_acquire --fencing            only async try_lock with and without Options::fencing, and
+//                                      the plain and the fenced floor
 //   bench_acquire --tls                only async try_lock over rediss:// and plain TCP, same masters
 //   bench_acquire --primitives         only async acquire + unlock of each primitive (try_lock,
 //                                      try_lock_shared, lock_all of 2 and 8, lock_permit of 4),
@@ -338,6 +339,85 @@ Latency floor_latency(const std::vector<int>& ports, int warmup, int iterations,
   return out;
 }
 
+// What any fenced Redlock pays: two rounds of scripts. The first takes the key
+// and answers the master's counter floored by its clock (TIME), the second
+// raises the counter where the key still holds our value. The least of what
+// Options::fencing does (lib/scripts.cpp: acquire_fenced, fence), raw.
+constexpr const char* floor_acquire_fenced =
+    "local counter = tonumber(redis.call('get', KEYS[2]) or '0')\n"
+    "local now = redis.call('time')\n"
+    "now = now[1] * 1000000 + now[2]\n"
+    "if now > counter then counter = now end\n"
+    "if redis.call('set', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then return counter + 1 end\n"
+    "return 0\n";
+constexpr const char* floor_fence =
+    "if redis.call('get', KEYS[1]) ~= ARGV[1] then return 0 end\n"
+    "if tonumber(redis.call('get', KEYS[2]) or '0') < tonumber(ARGV[2]) then\n"
+    "  redis.call('set', KEYS[2], ARGV[2])\n"
+    "end\n"
+    "return 1\n";
+
+std::string load_script(const std::vector<int>& ports, const char* body) {
+  std::string sha;
+  for (int port : ports) {
+    redisContext* c = redisConnect("127.0.0.1", port);
+    if (!c || c->err) throw std::runtime_error("floor: cannot connect to load a script");
+    auto* reply = static_cast<redisReply*>(redisCommand(c, "SCRIPT LOAD %s", body));
+    bool ok = reply && reply->type == REDIS_REPLY_STRING;
+    if (ok) sha.assign(reply->str, reply->len);
+    if (reply) freeReplyObject(reply);
+    redisFree(c);
+    if (!ok) throw std::runtime_error("floor: SCRIPT LOAD failed");
+  }
+  return sha;
+}
+
+// The fenced floor's latency: both rounds, then a release that is not timed.
+Latency floor_fenced_latency(const std::vector<int>& ports, int warmup, int iterations) {
+  Latency out;
+  uv_loop_t loop;
+  uv_loop_init(&loop);
+  {
+    bench::Floor floor(&loop, ports);
+    if (!floor.connected()) throw std::runtime_error("floor: cannot connect");
+    load_unlock_script(ports);
+    std::string acquire_sha = load_script(ports, floor_acquire_fenced);
+    std::string fence_sha = load_script(ports, floor_fence);
+    std::string acquire =
+        encode("EVALSHA %s 2 bench:floor bench:floor:fencing %s 10000", acquire_sha, floor_value);
+    std::string del = floor_release("bench:floor");
+    int done = 0;
+    Clock::time_point started;
+    std::function<void()> step;
+    auto next = [&](Clock::time_point end) {
+      if (done >= warmup) out.samples.push_back(micros(end - started));
+      if (++done < warmup + iterations) return step();
+      floor.close();
+    };
+    step = [&] {
+      started = Clock::now();
+      floor.fan_out(acquire, [&](bool yes) {
+        if (!yes) ++out.errors;
+        // A token that grows, like the library's (the largest counter + 1).
+        std::string token = std::to_string(std::chrono::duration_cast<std::chrono::microseconds>(
+                                               std::chrono::system_clock::now().time_since_epoch())
+                                               .count());
+        std::string fence =
+            encode("EVALSHA %s 2 bench:floor bench:floor:fencing %s %s", fence_sha, floor_value, token);
+        floor.fan_out(fence, [&](bool fenced) {
+          auto acquired = Clock::now();
+          if (!fenced) ++out.errors;
+          floor.fan_out(del, [&, acquired](bool) { next(acquired); });
+        });
+      });
+    };
+    step();
+    uv_run(&loop, UV_RUN_DEFAULT);
+  }
+  uv_loop_close(&loop);
+  return out;
+}
+
 // try_lock + unlock cycles, `slots` of them in flight on distinct resources.
 double async_throughput(const redlock::Options& o, int slots, std::chrono::milliseconds duration) {
   uv_loop_t loop;
@@ -629,6 +709,10 @@ int run(const Settings& s) {
         auto o = masters.options(n);
         auto fenced = o;
         fenced.fencing = true;
+        report.latency("try_lock", "floor", n, rep,
+                       floor_latency(masters.ports(n), s.warmup, s.iterations, false));
+        report.latency("try_lock", "floor-fenced", n, rep,
+                       floor_fenced_latency(masters.ports(n), s.warmup, s.iterations));
         report.latency("try_lock", "redlock-async", n, rep, async_latency(o, s.warmup, s.iterations, false));
         report.latency("try_lock", "redlock-async-fencing", n, rep,
                        async_latency(fenced, s.warmup, s.iterations, false));
