@@ -293,17 +293,24 @@ std::string floor_release(const std::string& key) {
   return encode("EVALSHA %s 1 %s %s", std::string(compare_and_delete_sha1), key, floor_value);
 }
 
-void load_unlock_script(const std::vector<int>& ports) {
+std::string load_script(const std::vector<int>& ports, const char* body) {
+  std::string sha;
   for (int port : ports) {
     redisContext* c = redisConnect("127.0.0.1", port);
-    if (!c || c->err) throw std::runtime_error("floor: cannot connect to load the script");
-    auto* reply = static_cast<redisReply*>(redisCommand(c, "SCRIPT LOAD %s", compare_and_delete_body));
-    bool ok =
-        reply && reply->type == REDIS_REPLY_STRING && std::string(reply->str) == compare_and_delete_sha1;
+    if (!c || c->err) throw std::runtime_error("floor: cannot connect to load a script");
+    auto* reply = static_cast<redisReply*>(redisCommand(c, "SCRIPT LOAD %s", body));
+    bool ok = reply && reply->type == REDIS_REPLY_STRING;
+    if (ok) sha.assign(reply->str, reply->len);
     if (reply) freeReplyObject(reply);
     redisFree(c);
-    if (!ok) throw std::runtime_error("floor: SCRIPT LOAD gave another SHA-1");
+    if (!ok) throw std::runtime_error("floor: SCRIPT LOAD failed");
   }
+  return sha;
+}
+
+void load_unlock_script(const std::vector<int>& ports) {
+  if (load_script(ports, compare_and_delete_body) != compare_and_delete_sha1)
+    throw std::runtime_error("floor: SCRIPT LOAD gave another SHA-1");
 }
 
 Latency floor_latency(const std::vector<int>& ports, int warmup, int iterations, bool with_unlock) {
@@ -356,21 +363,6 @@ constexpr const char* floor_fence =
     "  redis.call('set', KEYS[2], ARGV[2])\n"
     "end\n"
     "return 1\n";
-
-std::string load_script(const std::vector<int>& ports, const char* body) {
-  std::string sha;
-  for (int port : ports) {
-    redisContext* c = redisConnect("127.0.0.1", port);
-    if (!c || c->err) throw std::runtime_error("floor: cannot connect to load a script");
-    auto* reply = static_cast<redisReply*>(redisCommand(c, "SCRIPT LOAD %s", body));
-    bool ok = reply && reply->type == REDIS_REPLY_STRING;
-    if (ok) sha.assign(reply->str, reply->len);
-    if (reply) freeReplyObject(reply);
-    redisFree(c);
-    if (!ok) throw std::runtime_error("floor: SCRIPT LOAD failed");
-  }
-  return sha;
-}
 
 // The fenced floor's latency: both rounds, then a release that is not timed.
 Latency floor_fenced_latency(const std::vector<int>& ports, int warmup, int iterations) {
