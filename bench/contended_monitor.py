@@ -9,15 +9,32 @@ release message on the same master within 2 ms (the herd a message wakes).
   python3 bench/contended_monitor.py mon-P1.txt mon-P2.txt mon-P3.txt
 
 MONITOR slows the masters down: read the counts, not the timings. Only for
-redlock's scripts (acquire and unlock, by SHA-1)."""
+redlock's scripts (a waiter's acquire and the unlocks, by their SHA-1s in
+lib/scripts.cpp)."""
 
 import bisect
 import collections
+import os
 import re
 import sys
 
-ACQUIRE = "55d8300e4b5bfe7841d9126f7160719d58d4d5c1"
-UNLOCK = "9f55905122b5771f769340f125f3617f7f2cac6c"
+
+
+def script_shas(names):
+    """The SHA-1s of the named scripts, as lib/scripts.cpp records them."""
+    source = open(os.path.join(os.path.dirname(__file__), "..", "lib", "scripts.cpp")).read()
+    shas = {}
+    for name in names:
+        m = re.search(r'const Script %s\{\s*"%s",.*?"([0-9a-f]{40})"' % (name, name), source, re.S)
+        if not m:
+            sys.exit("contended_monitor: no SHA-1 for %s in lib/scripts.cpp" % name)
+        shas[m.group(1)] = name
+    return shas
+
+
+# The scripts of a waiter's attempts and of unlocks (an uncontended attempt
+# is a plain SET NX, which MONITOR shows without its answer: not counted).
+SCRIPTS = script_shas(["acquire", "acquire_or_queue", "unlock", "unlock_and_wake"])
 LINE = re.compile(r'([\d.]+) \[\d+ ([^\]]+)\] (.*)')
 ARG = re.compile(r'"((?:[^"\\]|\\.)*)"')
 
@@ -35,8 +52,10 @@ def read(paths):
                 if not args:
                     continue
                 cmd = args[0].lower()
-                if cmd == "evalsha" and args[1] in (ACQUIRE, UNLOCK):
-                    last = [t, master, "acquire" if args[1] == ACQUIRE else "unlock", who, args[4], True]
+                if cmd == "evalsha" and args[1] in SCRIPTS:
+                    kind = "acquire" if SCRIPTS[args[1]].startswith("acquire") else "unlock"
+                    value = args[3 + int(args[2])]  # ARGV[1], after the keys
+                    last = [t, master, kind, who, value, True]
                     events.append(last)
                 elif who == "lua" and cmd == "pttl" and last:
                     last[5] = False  # the acquire script asks PTTL only when SET NX was refused
