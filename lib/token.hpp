@@ -5,7 +5,7 @@
 
 namespace redlock {
 
-/// A fresh lock value: 128 bits from getrandom(), as 32 lower-case hex digits.
+/// 128 bits from getrandom(), as 32 lower-case hex digits (a wake channel's name).
 std::string random_token();
 /// 128 bits from getrandom() appended to `out` as 22 base64url characters
 /// (A-Z a-z 0-9 - _): a lock value's random part, as short as printable text
