@@ -946,7 +946,7 @@ void Master::drop(Failure why) {
   // harmless, and a vote it might undo was counted as failed. Commands never
   // written wait for the next connection, in order, until their deadlines.
   std::deque<Pending> failed;
-  Fifo<Pending> waiting;
+  std::deque<Pending> waiting;
   std::uint64_t now = uv_now(loop_);
   for (Pending& p : pending_) {
     bool written = p.stage == Stage::written;

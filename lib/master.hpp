@@ -16,7 +16,6 @@
 #include <vector>
 
 #include "backoff.hpp"
-#include "fifo.hpp"
 #include "resolver.hpp"
 #include "resp.hpp"
 #include "scripts.hpp"
@@ -288,7 +287,7 @@ class Master {
     const Script* script = nullptr;  // load_script: the one being loaded
   };
   std::deque<HandshakeStep> handshake_;
-  Fifo<Pending> pending_;
+  std::deque<Pending> pending_;
   std::string out_;  // bytes for the live connection, written before the next poll
   std::vector<char> read_buffer_;
 
