@@ -313,7 +313,14 @@ void load_unlock_script(const std::vector<int>& ports) {
     throw std::runtime_error("floor: SCRIPT LOAD gave another SHA-1");
 }
 
-Latency floor_latency(const std::vector<int>& ports, int warmup, int iterations, bool with_unlock) {
+// Times `warmup + iterations` cycles on a Floor over `ports`, one after the
+// other: `cycle(floor, out, done)` runs one and calls `done(end)`, the end of
+// its sample (which starts just before the call). Recorded after the warmup.
+using CycleDone = std::function<void(Clock::time_point)>;
+using FloorCycle = std::function<void(bench::Floor&, Latency&, const CycleDone&)>;
+
+Latency time_floor_cycles(const std::vector<int>& ports, int warmup, int iterations,
+                          const FloorCycle& cycle) {
   Latency out;
   uv_loop_t loop;
   uv_loop_init(&loop);
@@ -322,28 +329,35 @@ Latency floor_latency(const std::vector<int>& ports, int warmup, int iterations,
     if (!floor.connected()) throw std::runtime_error("floor: cannot connect");
     int done = 0;
     Clock::time_point started;
-    load_unlock_script(ports);
-    std::string set = encode("SET %s %s NX PX 10000", "bench:floor", floor_value);
-    std::string del = floor_release("bench:floor");
     std::function<void()> step;
-    auto next = [&](Clock::time_point end) {
+    CycleDone next = [&](Clock::time_point end) {
       if (done >= warmup) out.samples.push_back(micros(end - started));
       if (++done < warmup + iterations) return step();
       floor.close();
     };
     step = [&] {
       started = Clock::now();
-      floor.fan_out(set, [&](bool yes) {
-        auto acquired = Clock::now();
-        if (!yes) ++out.errors;
-        floor.fan_out(del, [&, acquired](bool) { next(with_unlock ? Clock::now() : acquired); });
-      });
+      cycle(floor, out, next);
     };
     step();
     uv_run(&loop, UV_RUN_DEFAULT);
   }
   uv_loop_close(&loop);
   return out;
+}
+
+Latency floor_latency(const std::vector<int>& ports, int warmup, int iterations, bool with_unlock) {
+  load_unlock_script(ports);
+  std::string set = encode("SET %s %s NX PX 10000", "bench:floor", floor_value);
+  std::string del = floor_release("bench:floor");
+  return time_floor_cycles(
+      ports, warmup, iterations, [&](bench::Floor& floor, Latency& out, const CycleDone& done) {
+        floor.fan_out(set, [&](bool yes) {
+          auto acquired = Clock::now();
+          if (!yes) ++out.errors;
+          floor.fan_out(del, [&, acquired](bool) { done(with_unlock ? Clock::now() : acquired); });
+        });
+      });
 }
 
 // What any fenced Redlock pays: two rounds of scripts. The first takes the key
@@ -366,48 +380,29 @@ constexpr const char* floor_fence =
 
 // The fenced floor's latency: both rounds, then a release that is not timed.
 Latency floor_fenced_latency(const std::vector<int>& ports, int warmup, int iterations) {
-  Latency out;
-  uv_loop_t loop;
-  uv_loop_init(&loop);
-  {
-    bench::Floor floor(&loop, ports);
-    if (!floor.connected()) throw std::runtime_error("floor: cannot connect");
-    load_unlock_script(ports);
-    std::string acquire_sha = load_script(ports, floor_acquire_fenced);
-    std::string fence_sha = load_script(ports, floor_fence);
-    std::string acquire =
-        encode("EVALSHA %s 2 bench:floor bench:floor:fencing %s 10000", acquire_sha, floor_value);
-    std::string del = floor_release("bench:floor");
-    int done = 0;
-    Clock::time_point started;
-    std::function<void()> step;
-    auto next = [&](Clock::time_point end) {
-      if (done >= warmup) out.samples.push_back(micros(end - started));
-      if (++done < warmup + iterations) return step();
-      floor.close();
-    };
-    step = [&] {
-      started = Clock::now();
-      floor.fan_out(acquire, [&](bool yes) {
-        if (!yes) ++out.errors;
-        // A token that grows, like the library's (the largest counter + 1).
-        std::string token = std::to_string(std::chrono::duration_cast<std::chrono::microseconds>(
-                                               std::chrono::system_clock::now().time_since_epoch())
-                                               .count());
-        std::string fence =
-            encode("EVALSHA %s 2 bench:floor bench:floor:fencing %s %s", fence_sha, floor_value, token);
-        floor.fan_out(fence, [&](bool fenced) {
-          auto acquired = Clock::now();
-          if (!fenced) ++out.errors;
-          floor.fan_out(del, [&, acquired](bool) { next(acquired); });
+  load_unlock_script(ports);
+  std::string acquire_sha = load_script(ports, floor_acquire_fenced);
+  std::string fence_sha = load_script(ports, floor_fence);
+  std::string acquire =
+      encode("EVALSHA %s 2 bench:floor bench:floor:fencing %s 10000", acquire_sha, floor_value);
+  std::string del = floor_release("bench:floor");
+  return time_floor_cycles(
+      ports, warmup, iterations, [&](bench::Floor& floor, Latency& out, const CycleDone& done) {
+        floor.fan_out(acquire, [&](bool yes) {
+          if (!yes) ++out.errors;
+          // A token that grows, like the library's (the largest counter + 1).
+          std::string token = std::to_string(std::chrono::duration_cast<std::chrono::microseconds>(
+                                                 std::chrono::system_clock::now().time_since_epoch())
+                                                 .count());
+          std::string fence =
+              encode("EVALSHA %s 2 bench:floor bench:floor:fencing %s %s", fence_sha, floor_value, token);
+          floor.fan_out(fence, [&](bool fenced) {
+            auto acquired = Clock::now();
+            if (!fenced) ++out.errors;
+            floor.fan_out(del, [&, acquired](bool) { done(acquired); });
+          });
         });
       });
-    };
-    step();
-    uv_run(&loop, UV_RUN_DEFAULT);
-  }
-  uv_loop_close(&loop);
-  return out;
 }
 
 // try_lock + unlock cycles, `slots` of them in flight on distinct resources.
