@@ -1,10 +1,14 @@
 // The cost of keeping many locks alive: Client::keep's batched renewals next
 // to the same locks renewed one extend() at a time, at N = 5 masters of our
-// own. One JSON object per line on stdout; see docs/long-holds.md.
+// own; and how soon a kept lock hears that its key was deleted on a majority,
+// with the masters' keyspace notifications and without (the next renewal).
+// One JSON object per line on stdout; see docs/long-holds.md.
 //
 //   bench_keep           1,000 and 10,000 locks, five renewal ticks each, three
-//                        repetitions; masters on CPU 1, this process on CPU 0
-//   bench_keep --smoke   100 locks, two ticks, once (CI: it keeps building and running)
+//                        repetitions; 20 losses with notifications and 10
+//                        without; masters on CPU 1, this process on CPU 0
+//   bench_keep --smoke   100 locks, two ticks, once; 3 and 2 losses (CI: it
+//                        keeps building and running)
 
 #include <sys/resource.h>
 #include <uv.h>
@@ -15,12 +19,14 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <random>
 #include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "placement.hpp"
+#include "stats.hpp"
 #include "support/cluster.hpp"
 
 using namespace std::chrono_literals;
@@ -188,6 +194,79 @@ bool measure(redlock::test::Cluster& cluster, int count, int ticks, bool batched
   return ok;
 }
 
+// Takes and keeps one lock per sample, deletes its key on every master at a
+// random point of its renewal period, and times from the delete on the
+// majority's last master to on_lost. False when a sample was not lost.
+bool measure_loss(redlock::test::Cluster& cluster, bool notifications, int samples, bool pinned) {
+  for (std::size_t i = 0; i < cluster.size(); ++i)
+    cluster[i].command({"CONFIG", "SET", "notify-keyspace-events", notifications ? "Kgx" : ""});
+  const std::size_t majority = cluster.size() / 2 + 1;
+  std::mt19937 rng(std::random_device{}());
+  std::uniform_int_distribution<int> phase_ms(0, static_cast<int>(every.count()) - 1);
+  std::vector<double> heard_ms;
+  uv_loop_t loop;
+  uv_loop_init(&loop);
+  {
+    redlock::Client client(&loop, cluster.options());
+    for (int i = 0; i < samples; ++i) {
+      std::string resource = "loss:" + std::to_string(i);
+      std::string key = "{" + resource + "}";
+      bool answered = false;
+      redlock::Lock lock;
+      client.try_lock(resource, ttl, [&](std::error_code e, redlock::Lock l) {
+        answered = true;
+        if (!e) lock = std::move(l);
+      });
+      run_until(
+          &loop, [&] { return answered; }, Clock::now() + 5s);
+      if (lock.value.empty()) break;
+      bool lost = false;
+      Clock::time_point lost_at;
+      client.keep(lock, {every, 0ms}, [&](std::error_code) {
+        lost = true;
+        lost_at = Clock::now();
+      });
+      if (notifications) {
+        std::string expected = "__keyspace@0__:" + key + " 1";
+        run_until(
+            &loop,
+            [&] {
+              for (std::size_t m = 0; m < cluster.size(); ++m) {
+                if (cluster[m].command({"PUBSUB", "NUMSUB", "__keyspace@0__:" + key}) != expected)
+                  return false;
+              }
+              return true;
+            },
+            Clock::now() + 5s);
+      }
+      auto phase = Clock::now() + std::chrono::milliseconds(phase_ms(rng));
+      run_until(
+          &loop, [] { return false; }, phase);
+      Clock::time_point deleted;
+      for (std::size_t m = 0; m < cluster.size(); ++m) {
+        cluster[m].command({"DEL", key});
+        if (m + 1 == majority) deleted = Clock::now();
+      }
+      run_until(
+          &loop, [&] { return lost; }, Clock::now() + 3 * every);
+      if (!lost) break;
+      heard_ms.push_back(std::chrono::duration<double, std::milli>(lost_at - deleted).count());
+    }
+    client.close(nullptr);
+    uv_run(&loop, UV_RUN_DEFAULT);
+  }
+  uv_loop_close(&loop);
+  bench::Percentiles p = bench::summarize(heard_ms);
+  double max = heard_ms.empty() ? 0 : *std::max_element(heard_ms.begin(), heard_ms.end());
+  std::printf(
+      "{\"bench\":\"loss-heard\",\"notifications\":%s,\"masters\":%zu,\"every_ms\":%lld,\"samples\":%zu,"
+      "\"p50_ms\":%.3f,\"max_ms\":%.3f,\"placement\":\"%s\"}\n",
+      notifications ? "true" : "false", cluster.size(), static_cast<long long>(every.count()),
+      heard_ms.size(), p.p50, max, pinned ? "masters cpu1, client cpu0" : "unpinned");
+  std::fflush(stdout);
+  return static_cast<int>(heard_ms.size()) == samples;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -205,8 +284,10 @@ int main(int argc, char** argv) {
         ok = measure(cluster, count, ticks, false, rep, pinned) && ok;
       }
     }
+    ok = measure_loss(cluster, true, smoke ? 3 : 20, pinned) && ok;
+    ok = measure_loss(cluster, false, smoke ? 2 : 10, pinned) && ok;
     if (!ok) {
-      std::fprintf(stderr, "bench_keep: a renewal failed, or none happened\n");
+      std::fprintf(stderr, "bench_keep: a renewal failed, none happened, or a deleted lock was not lost\n");
       return 1;
     }
   } catch (const std::exception& e) {

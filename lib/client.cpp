@@ -19,6 +19,7 @@
 #include "keeper.hpp"
 #include "keys.hpp"
 #include "lock_value.hpp"
+#include "loss_watch.hpp"
 #include "operation.hpp"
 #include "permit_call.hpp"
 #include "quorum.hpp"
@@ -287,6 +288,7 @@ class Client::Impl final : public Context, public PermitHost, public AllHost {
       all_calls_.clear();
       for (auto& [id, pending] : all_calls) pending.call->close();
       keeper.close();
+      loss_watch.close();
       waiters.close();
       // The masters' counters outlive their connections: counters only grow.
       for (const auto& m : masters) {
@@ -442,6 +444,14 @@ class Client::Impl final : public Context, public PermitHost, public AllHost {
   std::vector<std::shared_ptr<Operation>> operations_;
 
  public:
+  // A key of a kept lock was deleted, expired or evicted on a master: renew
+  // the holds on it now.
+  LossWatch loss_watch{loop, options, tls, [this](const std::string& key) {
+                         keeper.renew_now([&](const Lock& l) {
+                           auto keys = LossWatch::keys_of(options.key_prefix, l);
+                           return std::find(keys.begin(), keys.end(), key) != keys.end();
+                         });
+                       }};
   Keeper keeper{
       loop, Keeper::Hooks{
                 [this](std::vector<Renewal::Item> items, Renewal::Decided decided) {
@@ -455,6 +465,12 @@ class Client::Impl final : public Context, public PermitHost, public AllHost {
                 },
                 [this](std::function<void()> fn) { post(std::move(fn)); },
                 [this] { return clock.now(); },
+                [this](const Lock& l) {
+                  if (options.keyspace_notifications) loss_watch.watch(l);
+                },
+                [this](const Lock& l) {
+                  if (options.keyspace_notifications) loss_watch.unwatch(l);
+                },
             }};
 
  private:

@@ -20,6 +20,7 @@ struct Keeper::Hold {
   std::uint64_t due = 0;            // the next renewal (uv_now() ms); 0 while out of due_
   std::shared_ptr<void> renewing;   // the batch whose answer this hold awaits
   int extending = 0;                // the caller's extensions in flight
+  bool again = false;               // renew again once what is in flight is answered
   std::uint64_t epoch = 0;          // extensions issued so far
   std::uint64_t renewal_epoch = 0;  // epoch when the renewal in flight was written
 
@@ -81,13 +82,27 @@ void Keeper::keep(const Lock& lock, KeepOptions options, OnLost on_lost, OnRenew
   }
   Hold& added = *hold;
   holds_[lock.value] = std::move(hold);
+  if (hooks_.watch) hooks_.watch(lock);
   schedule(added, uv_now(loop_) + static_cast<std::uint64_t>(every.count()));
   arm();
 }
 
-void Keeper::renew_now() {
+void Keeper::renew_now(const std::function<bool(const Lock&)>& which) {
   std::uint64_t now = uv_now(loop_);
-  for (auto& [value, hold] : holds_) schedule(*hold, now);
+  for (auto& [value, hold] : holds_) {
+    if (which && !which(hold->lock)) continue;
+    if (hold->renewing || hold->extending > 0) hold->again = true;
+    schedule(*hold, now);
+  }
+  arm();
+}
+
+// After a renewal or extension succeeded: the next renewal, at once if a
+// loss was heard while it was in flight.
+void Keeper::schedule_next(Hold& hold) {
+  std::uint64_t now = uv_now(loop_);
+  bool again = std::exchange(hold.again, false);
+  schedule(hold, again ? now : now + static_cast<std::uint64_t>(hold.every.count()));
   arm();
 }
 
@@ -199,6 +214,7 @@ void Keeper::renewed(const std::string& value, std::error_code error, TimePoint 
   hold.lock.valid_until = valid_until;
   ++renewals_;
   arm_expiry(hold);
+  if (hold.again) schedule_next(hold);
   if (hold.on_renewed) {
     auto told = hold.on_renewed;  // the callback may unlock, ending the hold
     told(valid_until);
@@ -231,8 +247,7 @@ std::error_code Keeper::extension_decided(const Lock& lock, std::error_code erro
   hold.lock.valid_until = lock.valid_until;
   if (hold.every_from_ttl) hold.every = default_every(lock.ttl);
   arm_expiry(hold);
-  schedule(hold, uv_now(loop_) + static_cast<std::uint64_t>(hold.every.count()));
-  arm();
+  schedule_next(hold);
   if (hold.on_renewed) {
     auto told = hold.on_renewed;
     told(lock.valid_until);
@@ -259,6 +274,7 @@ void Keeper::arm_expiry(Hold& hold) {
 void Keeper::erase(std::unordered_map<std::string, std::unique_ptr<Hold>>::iterator it) {
   Hold& hold = *it->second;
   if (hold.due != 0) due_.erase({hold.due, &hold});
+  if (hooks_.unwatch) hooks_.unwatch(hold.lock);
   holds_.erase(it);
 }
 

@@ -42,12 +42,16 @@ class Keeper {
   /// than by forget() or close(). release(lock): deletes our value
   /// everywhere (after a loss, unless KeepOptions::release_on_loss is false).
   /// post(fn): runs fn on a later loop turn. now(): the Client's clock.
+  /// watch(lock) / unwatch(lock): a hold of `lock` begins / ends (LossWatch
+  /// listens for its keys meanwhile); either may be empty.
   struct Hooks {
     std::function<std::shared_ptr<void>(std::vector<Renewal::Item>, Renewal::Decided)> renew;
     std::function<void(const Lock&)> lost;
     std::function<void(const Lock&)> release;
     std::function<void(std::function<void()>)> post;
     std::function<TimePoint()> now;
+    std::function<void(const Lock&)> watch;
+    std::function<void(const Lock&)> unwatch;
   };
 
   Keeper(uv_loop_t* loop, Hooks hooks);
@@ -62,9 +66,12 @@ class Keeper {
   /// renewal in flight was written before the unlock on every connection, so
   /// it cannot outlive it.
   void forget(const std::string& value);
-  /// Renews every hold now: a master restarted, and a majority may no
-  /// longer hold them (the loss is then heard at once, not at the next renewal).
-  void renew_now();
+  /// Renews now the holds `which` picks, every hold when it is empty: a
+  /// master restarted, or said a key of theirs is gone, and a majority may no
+  /// longer hold them (the loss is then heard at once, not at the next
+  /// renewal). A hold whose renewal or extension is in flight, which the
+  /// master may have run before the loss, is renewed again once it is answered.
+  void renew_now(const std::function<bool(const Lock&)>& which = {});
   /// The caller is extending (or continuing) the lock with `value`; its
   /// command is about to be written. While it is in flight no renewal of a
   /// kept lock goes out, and the answer of a renewal written before it is
@@ -98,6 +105,7 @@ class Keeper {
   void tick();
   void schedule(Hold& hold, std::uint64_t due);
   void arm();
+  void schedule_next(Hold& hold);
   void send(std::vector<Hold*>& batch);
   void send_batch(std::vector<Hold*>& batch, std::size_t from, std::size_t to);
   static int renewal_kind(const Hold& hold);

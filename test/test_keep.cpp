@@ -651,3 +651,144 @@ TEST_CASE("a kept lock hears its loss when masters that restarted empty reconnec
   }
   REQUIRE(loop.close());
 }
+
+namespace {
+
+// Has each master send keyspace events of DEL and expiry (off by default).
+void send_keyspace_notifications(Cluster& masters) {
+  for (std::size_t i = 0; i < masters.size(); ++i)
+    REQUIRE(masters[i].command({"CONFIG", "SET", "notify-keyspace-events", "Kgx"}) == "OK");
+}
+
+std::string keyspace_channel(const std::string& key) {
+  return "__keyspace@0__:" + key;
+}
+
+}  // namespace
+
+TEST_CASE(
+    "a kept lock whose key is deleted on every master hears it about a round trip later, where the "
+    "masters send keyspace notifications",
+    "[keep][notifications]") {
+  Cluster masters(3);
+  send_keyspace_notifications(masters);
+  LoopFixture loop;
+  {
+    Client client(loop.get(), masters.options());
+    Answer a = lock(loop, client, "job", 30s);  // renewed every 10 s
+    REQUIRE_FALSE(a.error);
+    Lost lost;
+    client.keep(a.lock, {}, lost.callback());
+    REQUIRE(
+        loop.run_until([&] { return masters.subscribed_on(keyspace_channel("{job}"), 1).size() == 3; }, 5s));
+    auto deleted = steady::now();
+    for (std::size_t i = 0; i < masters.size(); ++i) REQUIRE(masters[i].command({"DEL", "{job}"}) == "1");
+    REQUIRE(loop.run_until([&] { return !lost.calls.empty(); }, 8s));
+    CHECK(lost.calls == std::vector<std::error_code>{make_error_code(errc::not_held)});
+    CHECK(lost.at - deleted < 2s);  // a notification and a renewal's round, not the 10 s period
+    // The hold ended: its keys are not listened to any more.
+    CHECK(
+        loop.run_until([&] { return masters.subscribed_on(keyspace_channel("{job}"), 0).size() == 3; }, 5s));
+    client.close(nullptr);
+  }
+  REQUIRE(loop.close());
+}
+
+TEST_CASE("a kept lock whose key is deleted on one master is renewed at once and stays held",
+          "[keep][notifications]") {
+  Cluster masters(3);
+  send_keyspace_notifications(masters);
+  LoopFixture loop;
+  {
+    Client client(loop.get(), masters.options());
+    Answer a = lock(loop, client, "job", 30s);
+    REQUIRE_FALSE(a.error);
+    Lost lost;
+    client.keep(a.lock, {}, lost.callback());
+    REQUIRE(
+        loop.run_until([&] { return masters.subscribed_on(keyspace_channel("{job}"), 1).size() == 3; }, 5s));
+    auto before = client.stats().renewals;
+    REQUIRE(masters[0].command({"DEL", "{job}"}) == "1");
+    REQUIRE(loop.run_until([&] { return client.stats().renewals > before; }, 3s));  // not in 10 s
+    (void)loop.run_until([] { return false; }, 100ms);
+    CHECK(lost.calls.empty());
+    // A renewal never writes a key back where it is gone.
+    CHECK_FALSE(masters[0].get("{job}"));
+    CHECK(masters[1].get("{job}") == a.lock.value);
+    CHECK(unlock(loop, client, a.lock) == std::error_code{});
+    CHECK(
+        loop.run_until([&] { return masters.subscribed_on(keyspace_channel("{job}"), 0).size() == 3; }, 5s));
+    CHECK(lost.calls.empty());
+    client.close(nullptr);
+  }
+  REQUIRE(loop.close());
+}
+
+TEST_CASE("a shared hold and a lock_all hear the deletion of their own keys only", "[keep][notifications]") {
+  Cluster masters(3);
+  send_keyspace_notifications(masters);
+  LoopFixture loop;
+  {
+    Client client(loop.get(), masters.options());
+    Answer shared =
+        await_answer(loop, [&](Client::LockCallback cb) { client.try_lock_shared("doc", 30s, cb); });
+    REQUIRE_FALSE(shared.error);
+    Answer all = await_answer(loop, [&](Client::LockCallback cb) {
+      client.lock_all({"a", "b"}, 30s, 1s, cb);
+    });
+    REQUIRE_FALSE(all.error);
+    Lost shared_lost;
+    Lost all_lost;
+    client.keep(shared.lock, {}, shared_lost.callback());
+    client.keep(all.lock, {}, all_lost.callback());
+    REQUIRE(loop.run_until(
+        [&] {
+          return masters.subscribed_on(keyspace_channel("{doc}:shared"), 1).size() == 3 &&
+                 masters.subscribed_on(keyspace_channel("{b}"), 1).size() == 3;
+        },
+        5s));
+    auto deleted = steady::now();
+    for (std::size_t i = 0; i < masters.size(); ++i) REQUIRE(masters[i].command({"DEL", "{b}"}) == "1");
+    REQUIRE(loop.run_until([&] { return !all_lost.calls.empty(); }, 8s));
+    CHECK(all_lost.at - deleted < 2s);
+    CHECK(shared_lost.calls.empty());
+    deleted = steady::now();
+    for (std::size_t i = 0; i < masters.size(); ++i)
+      REQUIRE(masters[i].command({"DEL", "{doc}:shared"}) == "1");
+    REQUIRE(loop.run_until([&] { return !shared_lost.calls.empty(); }, 8s));
+    CHECK(shared_lost.at - deleted < 2s);
+    client.close(nullptr);
+  }
+  REQUIRE(loop.close());
+}
+
+TEST_CASE(
+    "a kept lock subscribes to no keyspace channel where the masters send no notifications, or with "
+    "Options::keyspace_notifications false, and hears a deletion at its next renewal",
+    "[keep][notifications]") {
+  Cluster masters(3);
+  bool masters_send = GENERATE(false, true);
+  if (masters_send) send_keyspace_notifications(masters);
+  LoopFixture loop;
+  {
+    Options options = masters.options();
+    options.keyspace_notifications = !masters_send;
+    Client client(loop.get(), options);
+    Answer a = lock(loop, client, "job", 30s);
+    REQUIRE_FALSE(a.error);
+    Lost lost;
+    KeepOptions every_second;
+    every_second.every = 1s;
+    client.keep(a.lock, every_second, lost.callback());
+    // Long enough for connections to open and CONFIG GET to be answered.
+    (void)loop.run_until([] { return false; }, 300ms);
+    CHECK(masters.subscribed_on(keyspace_channel("{job}"), 0).size() == 3);
+    auto deleted = steady::now();
+    for (std::size_t i = 0; i < masters.size(); ++i) REQUIRE(masters[i].command({"DEL", "{job}"}) == "1");
+    REQUIRE(loop.run_until([&] { return !lost.calls.empty(); }, 5s));
+    CHECK(lost.calls == std::vector<std::error_code>{make_error_code(errc::not_held)});
+    CHECK(lost.at - deleted < 1s + 500ms);  // the next renewal, a second at most after the keep's last
+    client.close(nullptr);
+  }
+  REQUIRE(loop.close());
+}

@@ -1,0 +1,147 @@
+#include "loss_watch.hpp"
+
+#include <utility>
+
+#include "keys.hpp"
+#include "token.hpp"
+
+namespace redlock {
+namespace {
+
+// notify-keyspace-events sends what we listen for: keyspace events (K) of
+// DEL (g), expiry (x) or eviction (e), or all of those (A).
+bool sends_losses(std::string_view flags) {
+  bool keyspace = flags.find('K') != std::string_view::npos;
+  return keyspace && flags.find_first_of("Agxe") != std::string_view::npos;
+}
+
+bool is_loss(std::string_view event) {
+  return event == "del" || event == "expired" || event == "evicted";
+}
+
+}  // namespace
+
+// Hears the answers to CONFIG GET notify-keyspace-events.
+class LossWatch::Settings final : public ReplyHandler {
+ public:
+  explicit Settings(LossWatch& watch) : watch_(watch) {}
+  void on_reply(const Master& from, const Reply& reply) override { watch_.on_settings(from, reply); }
+  void on_failure(const Master&, Failure) override {}  // the connection dropped: asked again at reconnect
+
+ private:
+  LossWatch& watch_;
+};
+
+LossWatch::LossWatch(uv_loop_t* loop, const Options& options, std::shared_ptr<const TlsContext> tls,
+                     std::function<void(const std::string& key)> on_gone)
+    : loop_(loop),
+      options_(options),
+      tls_(std::move(tls)),
+      on_gone_(std::move(on_gone)),
+      settings_(std::make_shared<Settings>(*this)) {
+}
+
+LossWatch::~LossWatch() = default;
+
+std::vector<std::string> LossWatch::keys_of(std::string_view key_prefix, const Lock& lock) {
+  std::vector<std::string> keys;
+  if (!lock.resources.empty()) {
+    for (const std::string& resource : lock.resources) keys.push_back(keys::lock(key_prefix, resource));
+    return keys;
+  }
+  std::string held = keys::held(key_prefix, lock.resource, lock.permit);
+  keys.push_back(lock.shared ? keys::shared_holders(held) : std::move(held));
+  return keys;
+}
+
+void LossWatch::watch(const Lock& lock) {
+  if (subscribers_.empty()) open();  // they subscribe once connected and asked
+  for (const std::string& key : keys_of(options_.key_prefix, lock)) {
+    if (watched_[key]++ == 0) send_to_listening("SUBSCRIBE", key);
+  }
+}
+
+void LossWatch::unwatch(const Lock& lock) {
+  for (const std::string& key : keys_of(options_.key_prefix, lock)) {
+    auto it = watched_.find(key);
+    if (it == watched_.end() || --it->second > 0) continue;
+    watched_.erase(it);
+    send_to_listening("UNSUBSCRIBE", key);
+  }
+}
+
+// SUBSCRIBE or UNSUBSCRIBE `key`'s keyspace channel on every master that
+// sends its notifications; the others are told at their next connect.
+void LossWatch::send_to_listening(std::string_view verb, const std::string& key) {
+  for (std::size_t i = 0; i < subscribers_.size(); ++i) {
+    Master& s = *subscribers_[i];
+    if (notices_[i] != Notices::on || s.state() != Master::State::ready) continue;
+    s.send(Command::plain({verb, channel(i, key)}), {});
+  }
+}
+
+void LossWatch::open() {
+  for (std::size_t i = 0; i < options_.masters.size(); ++i) {
+    MasterConfig config;
+    config.endpoint = options_.masters[i];
+    config.index = i;
+    config.connect_timeout = options_.connect_timeout;
+    config.command_timeout = options_.command_timeout;
+    config.diagnostics = options_.diagnostics;
+    if (config.endpoint.tls) config.tls = tls_;
+    config.subscriber = true;
+    config.on_message = [this, i](std::string_view channel, std::string_view event) {
+      on_message(i, channel, event);
+    };
+    config.on_ready = [this](Master& subscriber) { on_ready(subscriber); };
+    subscribers_.push_back(std::make_unique<Master>(loop_, std::move(config), random_seed()));
+  }
+  notices_.assign(subscribers_.size(), Notices::unknown);
+}
+
+// After every (re)connect: is the setting on there now? Asked before any
+// SUBSCRIBE, while the connection may still run CONFIG.
+void LossWatch::on_ready(Master& subscriber) {
+  notices_[subscriber.index()] = Notices::unknown;
+  subscriber.send(Command::plain({"CONFIG", "GET", "notify-keyspace-events"}), settings_);
+}
+
+void LossWatch::on_settings(const Master& from, const Reply& reply) {
+  std::size_t i = from.index();
+  if (i >= subscribers_.size() || subscribers_[i].get() != &from) return;
+  bool answered = reply.type == Reply::Type::array && reply.elements.size() == 2;
+  if (!answered && options_.diagnostics) {
+    std::string why = reply.is_error() ? reply.str : std::string("an unexpected reply");
+    options_.diagnostics("master " + from.endpoint().to_string() + ": CONFIG GET notify-keyspace-events: " +
+                         why + "; a kept lock hears a deletion there at its next renewal only");
+  }
+  bool on = answered && sends_losses(reply.elements[1].str);
+  notices_[i] = on ? Notices::on : Notices::off;
+  if (!on) return;
+  for (const auto& entry : watched_)
+    subscribers_[i]->send(Command::plain({"SUBSCRIBE", channel(i, entry.first)}), {});
+}
+
+std::string LossWatch::channel(std::size_t master, std::string_view key) const {
+  std::string name = "__keyspace@" + std::to_string(options_.masters[master].database) + "__:";
+  name += key;
+  return name;
+}
+
+void LossWatch::on_message(std::size_t master, std::string_view channel, std::string_view event) {
+  if (!is_loss(event)) return;
+  std::string prefix = this->channel(master, {});
+  if (channel.substr(0, prefix.size()) != prefix) return;
+  std::string key(channel.substr(prefix.size()));
+  // A notice of our own unlock can come after the unwatch.
+  if (watched_.count(key) == 0) return;
+  on_gone_(key);
+}
+
+void LossWatch::close() {
+  watched_.clear();
+  subscribers_.clear();
+  notices_.clear();
+}
+
+}  // namespace redlock
