@@ -75,8 +75,11 @@
 # register); its control, control-election-late: a leader acts
 # on for a ttl after resigning, beside the next one. Every worker also
 # observes each election (Leadership::observe); the checker: no observer
-# reports a lower term after a higher. Its control, control-observer-order,
-# records every third report with term 1.
+# reports a lower term after a higher, and none still reports a leader a ttl
+# and a round trip after its tenure ended (resigned, or its validity ran out)
+# while a majority was healthy. Their controls: control-observer-order
+# records every third report with term 1; control-observer-late records
+# nothing after an observer's first leader.
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd -P)
@@ -287,6 +290,7 @@ runs=(
   "all|--mode mixed --quarantine-ms $quarantine --all --resources 3"
   "election|--mode mixed --quarantine-ms $quarantine --election --resources 2"
   "control-observer-order|--mode none --election --observer-misreports --resources 1 --register none --expect-observer-regression"
+  "control-observer-late|--mode none --election --observer-freezes --resources 1 --register none --expect-late-report"
   "control-election-late|--mode none --election --election-acts-after-resign --resources 1 --register none --expect-overlap"
   "control-all-first-only|--mode none --all --all-first-only --resources 3 --register none --expect-overlap"
   "liveness|--mode none --cancel --check-stalls"

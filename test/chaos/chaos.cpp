@@ -126,6 +126,11 @@ options:
                        report of a leader is recorded with term 1
   --expect-observer-regression  control: exit 0 only if an observer was seen
                        reporting a lower term after a higher
+  --observer-freezes   with --election, the other observers' control: nothing
+                       is recorded after an observer's first leader, as if it
+                       stopped hearing changes
+  --expect-late-report control: exit 0 only if an observer was seen reporting
+                       a leader past its tenure's end + ttl + a round trip
   --strand             the liveness control: one acquisition in four is kept
                        on the masters but recorded as canceled and never
                        unlocked (a cancel that did not release)
@@ -186,6 +191,8 @@ struct Args {
   bool election_acts_after_resign = false;
   bool observer_misreports = false;
   bool expect_observer_regression = false;
+  bool observer_freezes = false;
+  bool expect_late_report = false;
   bool check_stalls = false;
   bool expect_stall = false;
   std::string register_mode = "fenced";
@@ -295,6 +302,14 @@ Args parse_args(int argc, char** argv) {
     }
     if (opt == "--expect-observer-regression") {
       a.expect_observer_regression = true;
+      continue;
+    }
+    if (opt == "--observer-freezes") {
+      a.observer_freezes = true;
+      continue;
+    }
+    if (opt == "--expect-late-report") {
+      a.expect_late_report = true;
       continue;
     }
     if (opt == "--check-stalls") {
@@ -430,6 +445,7 @@ int worker_main(const Args& a) {
   config.election = a.election;
   config.election_acts_after_resign = a.election_acts_after_resign;
   config.observer_misreports = a.observer_misreports;
+  config.observer_freezes = a.observer_freezes;
   return run_worker(config);
 }
 
@@ -665,6 +681,7 @@ int parent_main(const Args& a) {
       if (a.election) args.emplace_back("--election");
       if (a.election_acts_after_resign) args.emplace_back("--election-acts-after-resign");
       if (a.observer_misreports) args.emplace_back("--observer-misreports");
+      if (a.observer_freezes) args.emplace_back("--observer-freezes");
       w.pid = spawn(self, args);
       workers.push_back(w);
     }
@@ -724,7 +741,11 @@ int parent_main(const Args& a) {
     }
   }
 
-  const Summary summary = summarize(records, writes, schedule, a.permits, a.ttl / 2);
+  // An observer hears a release at once, and a leader that died when its
+  // key runs out on the masters: within the ttl and a round trip (at its
+  // command timeout both ways, and as long again for a loaded machine).
+  const Clock::duration report_within = a.ttl + 4 * Options{}.command_timeout;
+  const Summary summary = summarize(records, writes, schedule, a.permits, a.ttl / 2, report_within);
   print_text(stdout, run, summary, schedule, a.list_faults);
   if (malformed > 0) std::printf("malformed record lines: %zu\n", malformed);
 
@@ -763,6 +784,13 @@ int parent_main(const Args& a) {
                   " observer reports of a lower term"
             : "FAIL (negative control): no observer regression found, so this run shows the checker could "
               "miss one";
+  } else if (a.expect_late_report) {
+    status = summary.late_reports > 0 ? 0 : 1;
+    verdict = summary.late_reports > 0
+                  ? "PASS (negative control): the checker caught " + std::to_string(summary.late_reports) +
+                        " reports of a leader past its tenure"
+                  : "FAIL (negative control): no late report found, so this run shows the checker could miss "
+                    "one";
   } else if (a.expect_stall) {
     status = summary.stalls > 0 ? 0 : 1;
     verdict =
@@ -804,6 +832,10 @@ int parent_main(const Args& a) {
     status = 1;
     verdict = "FAIL: " + std::to_string(summary.observer_regressions) +
               " observer reports of a lower term after a higher";
+  } else if (summary.late_reports > 0) {
+    status = 1;
+    verdict = "FAIL: " + std::to_string(summary.late_reports) +
+              " observer reports of a leader stood past its tenure's end + ttl + a round trip";
   } else if (a.check_stalls && summary.stalls > 0) {
     status = 1;
     verdict = "FAIL: " + std::to_string(summary.stalls) + " stalls (a resource held by nobody who knew it)";

@@ -276,13 +276,54 @@ void check_observers(const std::vector<Record>& observations, Summary& s) {
   }
 }
 
+// --election's observers: each report of a leader stands until the
+// observer's next report (or its process's last record). It must not stand
+// more than `report_within` past the end of that leader's tenure (the
+// earlier of its resign and its validity), unless a majority of masters was
+// unhealthy meanwhile (nobody can read a majority then).
+void check_observer_lag(const std::vector<Record>& observations, const std::vector<Record>& records,
+                        const FaultSchedule& schedule, Clock::duration report_within, Summary& s) {
+  std::map<std::pair<int, std::uint64_t>, Clock::time_point> tenure_end;  // (election, term)
+  std::map<int, Clock::time_point> process_end;                           // its last record
+  for (const Record& r : records) {
+    process_end[r.process] = std::max({process_end[r.process], r.returned, r.unlocked});
+    if (!r.acquired() || r.fencing_token == 0) continue;
+    // A resign that failed leaves the key to its ttl: the tenure ends then.
+    tenure_end[{r.resource, r.fencing_token}] =
+        r.unlock_error == 0 ? std::min(r.unlocked, r.valid_until) : r.valid_until;
+  }
+  std::map<std::pair<int, int>, std::vector<const Record*>> by_observer;  // (process, election)
+  for (const Record& o : observations) {
+    process_end[o.process] = std::max(process_end[o.process], o.returned);
+    by_observer[{o.process, o.resource}].push_back(&o);
+  }
+  for (auto& [observer, seen] : by_observer) {
+    std::stable_sort(seen.begin(), seen.end(),
+                     [](const Record* a, const Record* b) { return a->returned < b->returned; });
+    for (std::size_t i = 0; i < seen.size(); ++i) {
+      const Record& report = *seen[i];
+      if (report.permit == 0) continue;  // "no leader" stands as long as it likes
+      auto end = tenure_end.find({report.resource, report.fencing_token});
+      if (end == tenure_end.end()) continue;  // a term no record names (a misreport)
+      const Clock::time_point replaced =
+          i + 1 < seen.size() ? seen[i + 1]->returned : process_end[observer.first];
+      const Clock::time_point due = end->second + report_within;
+      if (replaced <= due || !schedule.majority_healthy(end->second, due)) continue;
+      ++s.late_reports;
+      s.longest_late = std::max(s.longest_late, replaced - end->second);
+    }
+  }
+}
+
 Summary summarize(const std::vector<Record>& all, const std::vector<Write>& writes,
-                  const FaultSchedule& schedule, int permits, Clock::duration stall_after) {
+                  const FaultSchedule& schedule, int permits, Clock::duration stall_after,
+                  Clock::duration report_within) {
   std::vector<Record> records;  // the lock calls
   std::vector<Record> observations;
   for (const Record& r : all) (r.is_observation() ? observations : records).push_back(r);
   Summary s;
   check_observers(observations, s);
+  check_observer_lag(observations, records, schedule, report_within, s);
   s.errors = zeroed_errors();
   s.unlock_errors = zeroed_errors();
   std::vector<microseconds> latencies;
@@ -436,8 +477,10 @@ void print_text(std::FILE* out, const RunInfo& run, const Summary& s, const Faul
   if (s.shared_overlaps > 0)
     std::fprintf(out, "shared holders beside one another (allowed): %zu\n", s.shared_overlaps);
   if (s.observations > 0)
-    std::fprintf(out, "observer reports: %zu, a lower term after a higher: %zu\n", s.observations,
-                 s.observer_regressions);
+    std::fprintf(out,
+                 "observer reports: %zu, a lower term after a higher: %zu, a leader reported past its "
+                 "tenure's end + ttl + a round trip: %zu\n",
+                 s.observations, s.observer_regressions, s.late_reports);
   std::fprintf(out, "fencing tokens checked in grant order: %zu, inversions: %zu\n", s.tokens_checked,
                s.token_inversions);
   if (run.permits > 0) {
@@ -479,7 +522,8 @@ std::string json_line(const RunInfo& run, const Summary& s, const FaultSchedule&
     << ",\"expired_on_return\":" << s.expired_on_return << ",\"overlaps\":" << s.overlaps
     << ",\"shared_overlaps\":" << s.shared_overlaps << ",\"stalls\":" << s.stalls
     << ",\"observations\":" << s.observations << ",\"observer_regressions\":" << s.observer_regressions
-    << ",\"tokens_checked\":" << s.tokens_checked << ",\"token_inversions\":" << s.token_inversions
+    << ",\"late_reports\":" << s.late_reports << ",\"tokens_checked\":" << s.tokens_checked
+    << ",\"token_inversions\":" << s.token_inversions
     << ",\"p50_acquire_us\":" << optional_number(s.p50_acquire)
     << ",\"p99_acquire_us\":" << optional_number(s.p99_acquire)
     << ",\"p50_unlock_us\":" << optional_number(s.p50_unlock)

@@ -89,13 +89,22 @@ struct Summary {
   // same observer reported before.
   std::size_t observations = 0;
   std::size_t observer_regressions = 0;
+  // --election: reports of a leader that an observer still stood by longer
+  // than `report_within` after that leader's tenure ended (resigned, or its
+  // validity ran out) while a majority of masters was healthy: "no leader"
+  // or a later term came too late, or never.
+  std::size_t late_reports = 0;
+  Clock::duration longest_late{};
 };
 
 /// Merges every worker's records and register writes and checks them.
 /// `stall_after`: the liveness check's threshold (shorter than the ttl: a
-/// stranded lock blocks its resource for up to the ttl).
+/// stranded lock blocks its resource for up to the ttl). `report_within`:
+/// how long after a leader's tenure ends an observer may still report it
+/// (the ttl and a round trip).
 Summary summarize(const std::vector<Record>& records, const std::vector<Write>& writes,
-                  const FaultSchedule& schedule, int permits, Clock::duration stall_after);
+                  const FaultSchedule& schedule, int permits, Clock::duration stall_after,
+                  Clock::duration report_within);
 
 /// The human-readable lines.
 void print_text(std::FILE* out, const RunInfo& run, const Summary& summary, const FaultSchedule& schedule,

@@ -421,6 +421,9 @@ int run_worker(const WorkerConfig& config) {
                                                        config.ttl));
       auto count = std::make_shared<int>(0);
       observers.back()->observe([&out, &config, e, count](const Leader& leader) {
+        // The other control: nothing is recorded after the first leader, as
+        // if the observer stopped hearing changes.
+        if (config.observer_freezes && *count > 0) return;
         Record o;
         o.process = config.process;
         o.thread = Record::observer_thread;
@@ -429,7 +432,8 @@ int run_worker(const WorkerConfig& config) {
         o.fencing_token = leader.term;
         o.permit = leader.present ? 1 : 0;
         // The control: every third report of a leader says term 1, below every real one.
-        if (config.observer_misreports && leader.present && ++*count % 3 == 0) o.fencing_token = 1;
+        if (leader.present) ++*count;
+        if (config.observer_misreports && leader.present && *count % 3 == 0) o.fencing_token = 1;
         out.write(o);
       });
     }

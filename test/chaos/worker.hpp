@@ -64,6 +64,7 @@ struct WorkerConfig {
   /// The observers' control: every third report of a leader is recorded
   /// with term 1, below the terms reported before it: the checker must catch it.
   bool observer_misreports = false;
+  bool observer_freezes = false;
   /// The control: the same semaphore built as a counter per master
   /// (counter_semaphore.hpp), which over-admits.
   bool counter_semaphore = false;
