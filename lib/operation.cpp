@@ -196,6 +196,7 @@ std::shared_ptr<const Command> Operation::make_gate_command(const Master& gate) 
          lock_.value, std::to_string(ttl_.count()), counter_key_.empty() ? "0" : "1", "1", wake_channel});
   }
   asked_to_queue_ = !wake_channel.empty();
+  if (asked_to_queue_) context_.waiters.asked(key_, gate);
   // The queue lives at least as long as this waiter may still wait.
   return Command::script(
       scripts::acquire_or_queue,

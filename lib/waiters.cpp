@@ -93,9 +93,7 @@ void Waiters::leave(const std::string& key, Waiter& waiter, bool woken_by_queue)
     return;
   }
   // Out of the queue, or the wake meant for the next one is swallowed here.
-  if (const Master* gate = it->second.queued_at) {
-    masters_[gate->index()]->send(Command::plain({"ZREM", keys::queue(key), wake_channel_}), {});
-  }
+  leave_queues(key, it->second);
   const Master* woken_at = it->second.woken_at;
   lines_.erase(it);
   if (woken_by_queue && woken_at != nullptr) pass_wake_on(*woken_at, key);
@@ -207,6 +205,29 @@ std::string_view Waiters::wake_channel_at(const Master& gate) const {
   bool heard =
       i < subscribers_.size() && wake_confirmed_[i] && subscribers_[i]->state() == Master::State::ready;
   return heard ? std::string_view(wake_channel_) : std::string_view();
+}
+
+void Waiters::asked(const std::string& key, const Master& gate) {
+  auto it = lines_.find(key);
+  if (it == lines_.end()) return;
+  auto& asked_at = it->second.asked_at;
+  if (std::find(asked_at.begin(), asked_at.end(), &gate) == asked_at.end()) asked_at.push_back(&gate);
+}
+
+// Takes our wake channel out of `key`'s queue at every gate the line asked to
+// keep it, whether or not it is known to be there: a refusal answered after
+// the round was decided (or the call ended), a refusal at the gate of a round
+// won on the other masters, a queue forgotten on a subscriber's drop all left
+// it there. Written on the command connection after every attempt of the
+// line, so each gate runs it after them. Patient for as long as the queue
+// lives (retry_delay + jitter + 1 s past our last attempt): a gate that comes
+// back within that still drops the entry.
+void Waiters::leave_queues(const std::string& key, const Line& line) {
+  if (line.asked_at.empty()) return;
+  auto command = Command::plain({"ZREM", keys::queue(key), wake_channel_});
+  auto patience = std::chrono::duration_cast<milliseconds>(options_.retry_delay + options_.retry_jitter +
+                                                           std::chrono::seconds(1));
+  for (const Master* gate : line.asked_at) masters_[gate->index()]->send(command, {}, patience);
 }
 
 void Waiters::queued(const std::string& key, const Master& gate) {
@@ -493,6 +514,9 @@ void Waiters::wake_first(const std::string& key, std::string_view message) {
 }
 
 void Waiters::close() {
+  // The operations were cancelled without leaving their lines: the Client's
+  // entries leave the queues now, written before the connections close.
+  for (const auto& entry : lines_) leave_queues(entry.first, entry.second);
   lines_.clear();
   watchers_.clear();
   wake_confirmed_.clear();

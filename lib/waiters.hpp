@@ -87,6 +87,11 @@ class Waiters {
   /// The wake channel to queue at `gate`: empty while it is not known to be
   /// subscribed there (a wake published to nobody is lost).
   std::string_view wake_channel_at(const Master& gate) const;
+  /// An attempt on `key` asks `gate` to queue our wake channel if it refuses.
+  /// Whatever this Client comes to believe of it (the round may be decided,
+  /// or the call end, before the gate's answer), the line's entry there is
+  /// taken out when the line empties (leave) or the Client closes.
+  void asked(const std::string& key, const Master& gate);
   /// The gate master refused an attempt on `key` and queued our wake channel:
   /// until the queue wakes us, releases published to all are not for us.
   void queued(const std::string& key, const Master& gate);
@@ -130,8 +135,9 @@ class Waiters {
  private:
   struct Line {
     std::deque<Waiter*> queue;
-    const Master* queued_at = nullptr;  // the gate master whose queue has our wake channel
-    const Master* woken_at = nullptr;   // the gate master whose queue woke us last
+    const Master* queued_at = nullptr;    // the gate master whose queue has our wake channel
+    const Master* woken_at = nullptr;     // the gate master whose queue woke us last
+    std::vector<const Master*> asked_at;  // every gate asked to queue our wake channel (asked())
   };
   struct Subscription {
     bool confirmed = false;        // a master answered the SUBSCRIBE
@@ -161,6 +167,7 @@ class Waiters {
   void wake_first(const std::string& key, std::string_view message);
   void tell_watchers(const std::string& key, std::string_view message);
   void pass_wake_on(const Master& gate, const std::string& key);
+  void leave_queues(const std::string& key, const Line& line);
 
   uv_loop_t* loop_;
   const Options& options_;

@@ -35,9 +35,10 @@ Options slow_polling(Options o) {
 struct Waiting {
   std::shared_ptr<Answer> answer = std::make_shared<Answer>();
   std::shared_ptr<steady::time_point> answered_at = std::make_shared<steady::time_point>();
+  Client::CallId id = 0;
 
   Waiting(Client& client, const std::string& resource, milliseconds ttl, milliseconds wait) {
-    client.lock(resource, ttl, wait, [a = answer, at = answered_at](std::error_code e, Lock l) {
+    id = client.lock(resource, ttl, wait, [a = answer, at = answered_at](std::error_code e, Lock l) {
       *at = steady::now();
       ++a->calls;
       a->error = e;
@@ -55,6 +56,26 @@ std::size_t gate_of(const std::string& key, const Options& options) {
     if (rendezvous_rank(key, options.masters[i]) > rendezvous_rank(key, options.masters[gate])) gate = i;
   }
   return gate;
+}
+
+// The members of `key`'s wait queue on `master`, space-separated ("" when empty).
+std::string queue_at(RedisServer& master, const std::string& key) {
+  return master.command({"ZRANGE", key + ":queue", "0", "-1"});
+}
+
+// Waits until the one waiter of `key` is queued at `gate` alone, and returns
+// its wake channel. The queue is then made to live a minute, so that only a
+// ZREM or a pop takes the entry out while the test looks, not its expiry.
+std::string queued_alone(LoopFixture& loop, Cluster& masters, std::size_t gate, const std::string& key) {
+  REQUIRE(loop.run_until([&] { return masters.queued_on(key, 1) == std::vector<std::size_t>{gate}; }, 5s));
+  std::string channel = queue_at(masters[gate], key);
+  REQUIRE(channel.rfind("wake:", 0) != std::string::npos);
+  REQUIRE(masters[gate].command({"PEXPIRE", key + ":queue", "60000"}) == "1");
+  return channel;
+}
+
+bool queue_empties(LoopFixture& loop, RedisServer& master, const std::string& key) {
+  return loop.run_until([&] { return queue_at(master, key).empty(); }, 3s);
 }
 
 // Lets the loop run so that a waiter's first attempt fails and it sleeps.
@@ -754,6 +775,129 @@ TEST_CASE("a queue whose only waiter died expires within retry_delay + jitter + 
       CHECK(left <= 200 + 200 + 1000);  // retry_delay + retry_jitter + 1 s
     }
     CHECK_FALSE(unlock(loop, holder, held.lock));
+  }
+  REQUIRE(loop.close());
+}
+
+TEST_CASE("a waiter that wins the other masters while the gate refuses leaves no entry in the gate's queue",
+          "[wait][queue]") {
+  Cluster masters(3);
+  LoopFixture loop;
+  {
+    Options options = masters.options();
+    Client holder(loop.get(), options);
+    Client waiter_client(loop.get(), options);
+    Answer held = try_lock(loop, holder, "won", 10s);
+    REQUIRE_FALSE(held.error);
+    std::size_t gate = gate_of("{won}", options);
+    // A key nobody releases at the gate (a release that never got there).
+    masters[gate].set("{won}", "orphan", 30s);
+    Waiting waiter(waiter_client, "won", 10s, 8s);
+    std::string channel = queued_alone(loop, masters, gate, "{won}");
+    REQUIRE_FALSE(unlock(loop, holder, held.lock));
+    REQUIRE(loop.run_until([&] { return waiter.done(); }, 8s));
+    REQUIRE_FALSE(waiter.answer->error);
+    CHECK(holders(masters, "{won}", waiter.answer->lock.value) == 2);
+    INFO("wake channel " << channel);
+    CHECK(queue_empties(loop, masters[gate], "{won}"));
+    waiter_client.close(nullptr);
+  }
+  REQUIRE(loop.close());
+}
+
+TEST_CASE("a wait that ends while the gate does not answer leaves no entry in its queue once it answers",
+          "[wait][queue]") {
+  Cluster masters(3);
+  LoopFixture loop;
+  {
+    Options options = masters.options();
+    Client holder(loop.get(), options);
+    Client waiter_client(loop.get(), options);
+    Answer held = try_lock(loop, holder, "late", 30s);
+    REQUIRE_FALSE(held.error);
+    REQUIRE(loop.run_until([&] { return holders(masters, "{late}", held.lock.value) == 3; }, 5s));
+    std::size_t gate = gate_of("{late}", options);
+    bool cancel = GENERATE(false, true);
+    Waiting waiter(waiter_client, "late", 10s, cancel ? 20s : 2s);
+    std::string channel = queued_alone(loop, masters, gate, "{late}");
+    masters[gate].pause();
+    if (cancel) {
+      let_it_try(loop);  // an attempt goes to the gate and waits there
+      waiter_client.cancel(waiter.id);
+    }
+    REQUIRE(loop.run_until([&] { return waiter.done(); }, 5s));
+    CHECK(waiter.answer->error == (cancel ? errc::canceled : errc::timeout));
+    masters[gate].resume();
+    INFO("wake channel " << channel);
+    CHECK(queue_empties(loop, masters[gate], "{late}"));
+    CHECK_FALSE(unlock(loop, holder, held.lock));
+    waiter_client.close(nullptr);
+  }
+  REQUIRE(loop.close());
+}
+
+TEST_CASE("closing or destroying a Client whose waiter is queued takes it out of the queue",
+          "[wait][queue]") {
+  Cluster masters(3);
+  LoopFixture loop;
+  {
+    Options options = masters.options();
+    Client holder(loop.get(), options);
+    auto waiter_client = std::make_unique<Client>(loop.get(), options);
+    Answer held = try_lock(loop, holder, "closed", 30s);
+    REQUIRE_FALSE(held.error);
+    std::size_t gate = gate_of("{closed}", options);
+    Waiting waiter(*waiter_client, "closed", 10s, 20s);
+    std::string channel = queued_alone(loop, masters, gate, "{closed}");
+    if (GENERATE(false, true)) {
+      waiter_client->close(nullptr);
+    } else {
+      waiter_client.reset();
+    }
+    REQUIRE(loop.run_until([&] { return waiter.done(); }, 5s));
+    CHECK(waiter.answer->error == errc::closed);
+    INFO("wake channel " << channel);
+    CHECK(queue_empties(loop, masters[gate], "{closed}"));
+    waiter_client.reset();
+    CHECK_FALSE(unlock(loop, holder, held.lock));
+  }
+  REQUIRE(loop.close());
+}
+
+// The gate stops answering for a moment: the waiter's connection to it drops,
+// the next master in rank is its gate meanwhile, and it queues there too. Once
+// the gate is back, unlocks wake the queue there; the other is never popped.
+TEST_CASE("a waiter queued at a master that stopped being the gate leaves no entry there", "[wait][queue]") {
+  Cluster masters(3);
+  LoopFixture loop;
+  {
+    Options options = masters.options();
+    Client holder(loop.get(), options);
+    Client waiter_client(loop.get(), options);
+    Answer held = try_lock(loop, holder, "moved", 30s);
+    REQUIRE_FALSE(held.error);
+    REQUIRE(loop.run_until([&] { return holders(masters, "{moved}", held.lock.value) == 3; }, 5s));
+    std::size_t gate = gate_of("{moved}", options);
+    Options others = options;
+    others.masters.erase(others.masters.begin() + static_cast<std::ptrdiff_t>(gate));
+    std::size_t second = gate_of("{moved}", others);
+    if (second >= gate) ++second;
+    Waiting waiter(waiter_client, "moved", 10s, 20s);
+    std::string channel = queued_alone(loop, masters, gate, "{moved}");
+    masters[gate].pause();
+    REQUIRE(loop.run_until([&] { return queue_at(masters[second], "{moved}") == channel; }, 5s));
+    REQUIRE(masters[second].command({"PEXPIRE", "{moved}:queue", "60000"}) == "1");
+    masters[gate].resume();
+    // Back: its queue (ours is still in it) is the gate's again.
+    REQUIRE(loop.run_until([&] { return waiter_client.stats().masters[gate].state == MasterState::up; }, 5s));
+    REQUIRE_FALSE(unlock(loop, holder, held.lock));
+    REQUIRE(loop.run_until([&] { return waiter.done(); }, 5s));
+    REQUIRE_FALSE(waiter.answer->error);
+    INFO("wake channel " << channel << ", gate " << gate << ", second " << second);
+    CHECK(queue_empties(loop, masters[gate], "{moved}"));
+    CHECK(queue_empties(loop, masters[second], "{moved}"));
+    CHECK_FALSE(unlock(loop, waiter_client, waiter.answer->lock));
+    waiter_client.close(nullptr);
   }
   REQUIRE(loop.close());
 }
