@@ -383,7 +383,11 @@ void Operation::on_gate(const Outcome& outcome) {
 void Operation::start_round(TimePoint t0, bool gate_veto) {
   auto decided = [this](const Outcome& o) { on_decided(o); };
   if (kind_ == Kind::unlock) {
-    if (Master* g = multi() ? nullptr : context_.waiters.gate(key_)) {
+    Master* g = multi() ? nullptr : context_.waiters.gate(key_);
+    // A Client whose connections are not up yet (`redlock release`) still
+    // wakes the queue where waiters would be.
+    if (!multi() && g == nullptr) g = context_.waiters.usual_gate(key_);
+    if (g != nullptr) {
       round_ = Round::start_gated(
           context_.masters, command_, *g,
           unlock_command(lock_.value, lock_.value, context_.waiters.subscribed(key_), true), t0,

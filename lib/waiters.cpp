@@ -422,11 +422,19 @@ void Waiters::on_wake_subscribed(const Master& subscriber) {
 // The master with the highest rank for `key` among those voting: the same
 // for every Client that names the masters alike.
 Master* Waiters::gate(const std::string& key) const {
+  return ranked_first(key, true);
+}
+
+Master* Waiters::usual_gate(const std::string& key) const {
+  return ranked_first(key, false);
+}
+
+Master* Waiters::ranked_first(const std::string& key, bool voting_only) const {
   Master* best = nullptr;
   std::uint64_t best_rank = 0;
   std::uint64_t key_hash = rendezvous_key_hash(key);
   for (const auto& m : masters_) {
-    if (!m->voting()) continue;
+    if (voting_only && !m->voting()) continue;
     std::uint64_t rank = rendezvous_rank(key_hash, m->endpoint());
     if (best == nullptr || rank > best_rank) {
       best = m.get();

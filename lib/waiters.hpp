@@ -84,6 +84,9 @@ class Waiters {
   /// The gate master of `key`: the voting master ranked highest for it
   /// (rendezvous hashing); null when none votes.
   Master* gate(const std::string& key) const;
+  /// The gate when every master votes: the one to wake when none is known to
+  /// vote yet (a Client that unlocks before its connections are up).
+  Master* usual_gate(const std::string& key) const;
   /// The wake channel to queue at `gate`: empty while it is not known to be
   /// subscribed there (a wake published to nobody is lost).
   std::string_view wake_channel_at(const Master& gate) const;
@@ -146,6 +149,7 @@ class Waiters {
   };
   class Confirmations;
 
+  Master* ranked_first(const std::string& key, bool voting_only) const;
   void open_subscribers();
   void subscribe(const std::string& key);
   bool carries(const std::string& key, const Master& subscriber) const;

@@ -901,3 +901,26 @@ TEST_CASE("a waiter queued at a master that stopped being the gate leaves no ent
   }
   REQUIRE(loop.close());
 }
+
+TEST_CASE("an unlock from a Client whose connections are not up yet wakes the waiter queued at the gate",
+          "[wait][queue]") {
+  Cluster masters(3);
+  LoopFixture loop;
+  {
+    Client holder(loop.get(), masters.options());
+    Client waiter_client(loop.get(), slow_polling(masters.options()));
+    Answer held = try_lock(loop, holder, "fresh", 30s);
+    REQUIRE_FALSE(held.error);
+    std::size_t gate = gate_of("{fresh}", masters.options());
+    Waiting waiter(waiter_client, "fresh", 10s, 20s);
+    (void)queued_alone(loop, masters, gate, "{fresh}");
+    // As `redlock release` does: a new Client's first call is the unlock.
+    Client releaser(loop.get(), masters.options());
+    auto released = steady::now();
+    REQUIRE_FALSE(unlock(loop, releaser, held.lock));
+    REQUIRE(loop.run_until([&] { return waiter.done(); }, 5s));
+    REQUIRE_FALSE(waiter.answer->error);
+    CHECK(*waiter.answered_at - released < scaled(200ms));  // not its 10 s retry_delay
+  }
+  REQUIRE(loop.close());
+}
