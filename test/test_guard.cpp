@@ -261,5 +261,6 @@ TEST_CASE("reentrant: after a refused extend or continue_lock the thread's next 
   // The dead Lock is not handed out again: the masters are asked, and refuse.
   Result<Lock> again = redlock.lock("reentered", 10s);
   CHECK(again.error() == errc::not_acquired);
-  CHECK(holders(masters, "{reentered}", taken->value) == 3);
+  // try_lock answers at a majority's yes: the third master's may come later.
+  CHECK(held_everywhere(masters, "{reentered}", taken->value));
 }
