@@ -446,12 +446,7 @@ class Client::Impl final : public Context, public PermitHost, public AllHost {
  public:
   // A key of a kept lock was deleted, expired or evicted on a master: renew
   // the holds on it now.
-  LossWatch loss_watch{loop, options, tls, [this](const std::string& key) {
-                         keeper.renew_now([&](const Lock& l) {
-                           auto keys = LossWatch::keys_of(options.key_prefix, l);
-                           return std::find(keys.begin(), keys.end(), key) != keys.end();
-                         });
-                       }};
+  LossWatch loss_watch{loop, options, tls, [this](const std::string& value) { keeper.renew_now(value); }};
   Keeper keeper{
       loop, Keeper::Hooks{
                 [this](std::vector<Renewal::Item> items, Renewal::Decided decided) {

@@ -87,21 +87,32 @@ void Keeper::keep(const Lock& lock, KeepOptions options, OnLost on_lost, OnRenew
   arm();
 }
 
-void Keeper::renew_now(const std::function<bool(const Lock&)>& which) {
+void Keeper::renew_now() {
   std::uint64_t now = uv_now(loop_);
-  for (auto& [value, hold] : holds_) {
-    if (which && !which(hold->lock)) continue;
-    if (hold->renewing || hold->extending > 0) hold->again = true;
-    schedule(*hold, now);
-  }
+  for (auto& [value, hold] : holds_) renew_soon(*hold, now);
   arm();
 }
 
+void Keeper::renew_now(const std::string& value) {
+  auto it = holds_.find(value);
+  if (it == holds_.end()) return;
+  renew_soon(*it->second, uv_now(loop_));
+  arm();
+}
+
+void Keeper::renew_soon(Hold& hold, std::uint64_t now) {
+  if (hold.renewing || hold.extending > 0) hold.again = true;
+  schedule(hold, now);
+}
+
 // After a renewal or extension succeeded: the next renewal, at once if a
-// loss was heard while it was in flight.
+// loss was heard while it was in flight. `again` stays set while another
+// renewal or extension written before the loss is still in flight: the tick
+// skips the hold until then, and that one's answer must renew again too.
 void Keeper::schedule_next(Hold& hold) {
   std::uint64_t now = uv_now(loop_);
-  bool again = std::exchange(hold.again, false);
+  bool again = hold.again;
+  if (!hold.renewing && hold.extending == 0) hold.again = false;
   schedule(hold, again ? now : now + static_cast<std::uint64_t>(hold.every.count()));
   arm();
 }

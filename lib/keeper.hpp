@@ -66,12 +66,14 @@ class Keeper {
   /// renewal in flight was written before the unlock on every connection, so
   /// it cannot outlive it.
   void forget(const std::string& value);
-  /// Renews now the holds `which` picks, every hold when it is empty: a
-  /// master restarted, or said a key of theirs is gone, and a majority may no
-  /// longer hold them (the loss is then heard at once, not at the next
-  /// renewal). A hold whose renewal or extension is in flight, which the
-  /// master may have run before the loss, is renewed again once it is answered.
-  void renew_now(const std::function<bool(const Lock&)>& which = {});
+  /// Renews every hold now: a master restarted, and a majority may no longer
+  /// hold them (the loss is then heard at once, not at the next renewal). A
+  /// hold whose renewal or extension is in flight, which the master may have
+  /// run before the loss, is renewed again once that is answered.
+  void renew_now();
+  /// The same for the hold of the lock with `value` only (none: nothing): a
+  /// master said one of its keys is gone (LossWatch).
+  void renew_now(const std::string& value);
   /// The caller is extending (or continuing) the lock with `value`; its
   /// command is about to be written. While it is in flight no renewal of a
   /// kept lock goes out, and the answer of a renewal written before it is
@@ -106,6 +108,7 @@ class Keeper {
   void schedule(Hold& hold, std::uint64_t due);
   void arm();
   void schedule_next(Hold& hold);
+  void renew_soon(Hold& hold, std::uint64_t now);
   void send(std::vector<Hold*>& batch);
   void send_batch(std::vector<Hold*>& batch, std::size_t from, std::size_t to);
   static int renewal_kind(const Hold& hold);

@@ -1,5 +1,6 @@
 #include "loss_watch.hpp"
 
+#include <algorithm>
 #include <utility>
 
 #include "keys.hpp"
@@ -15,8 +16,11 @@ bool sends_losses(std::string_view flags) {
   return keyspace && flags.find_first_of("Agxe") != std::string_view::npos;
 }
 
+// Deleted, expired, evicted, or renamed or moved away ('g' as DEL): the key
+// no longer holds our value there.
 bool is_loss(std::string_view event) {
-  return event == "del" || event == "expired" || event == "evicted";
+  return event == "del" || event == "expired" || event == "evicted" || event == "rename_from" ||
+         event == "move_from";
 }
 
 }  // namespace
@@ -32,13 +36,26 @@ class LossWatch::Settings final : public ReplyHandler {
   LossWatch& watch_;
 };
 
+// Hears the PING sent after a reconnect's SUBSCRIBEs: from then on every
+// watched key is heard there; what was lost before is not.
+class LossWatch::Resubscribed final : public ReplyHandler {
+ public:
+  explicit Resubscribed(LossWatch& watch) : watch_(watch) {}
+  void on_reply(const Master& from, const Reply&) override { watch_.on_resubscribed(from); }
+  void on_failure(const Master&, Failure) override {}  // dropped again: asked again at reconnect
+
+ private:
+  LossWatch& watch_;
+};
+
 LossWatch::LossWatch(uv_loop_t* loop, const Options& options, std::shared_ptr<const TlsContext> tls,
-                     std::function<void(const std::string& key)> on_gone)
+                     std::function<void(const std::string& value)> on_gone)
     : loop_(loop),
       options_(options),
       tls_(std::move(tls)),
       on_gone_(std::move(on_gone)),
-      settings_(std::make_shared<Settings>(*this)) {
+      settings_(std::make_shared<Settings>(*this)),
+      resubscribed_(std::make_shared<Resubscribed>(*this)) {
 }
 
 LossWatch::~LossWatch() = default;
@@ -50,21 +67,30 @@ std::vector<std::string> LossWatch::keys_of(std::string_view key_prefix, const L
     return keys;
   }
   std::string held = keys::held(key_prefix, lock.resource, lock.permit);
-  keys.push_back(lock.shared ? keys::shared_holders(held) : std::move(held));
+  // A shared hold is lost with either key: the holders' set, or the lock key
+  // whose mark keeps exclusive lockers out.
+  if (lock.shared) keys.push_back(keys::shared_holders(held));
+  keys.push_back(std::move(held));
   return keys;
 }
 
 void LossWatch::watch(const Lock& lock) {
   if (subscribers_.empty()) open();  // they subscribe once connected and asked
   for (const std::string& key : keys_of(options_.key_prefix, lock)) {
-    if (watched_[key]++ == 0) send_to_listening("SUBSCRIBE", key);
+    auto& values = watched_[key];
+    values.push_back(lock.value);
+    if (values.size() == 1) send_to_listening("SUBSCRIBE", key);
   }
 }
 
 void LossWatch::unwatch(const Lock& lock) {
   for (const std::string& key : keys_of(options_.key_prefix, lock)) {
     auto it = watched_.find(key);
-    if (it == watched_.end() || --it->second > 0) continue;
+    if (it == watched_.end()) continue;
+    auto& values = it->second;
+    auto at = std::find(values.begin(), values.end(), lock.value);
+    if (at != values.end()) values.erase(at);
+    if (!values.empty()) continue;
     watched_.erase(it);
     send_to_listening("UNSUBSCRIBE", key);
   }
@@ -120,6 +146,18 @@ void LossWatch::on_settings(const Master& from, const Reply& reply) {
   if (!on) return;
   for (const auto& entry : watched_)
     subscribers_[i]->send(Command::plain({"SUBSCRIBE", channel(i, entry.first)}), {});
+  // A reconnect: a key lost while this connection was down was heard by
+  // nobody. Once the SUBSCRIBEs above are in effect, renew what is watched.
+  if (from.connections() > 1 && !watched_.empty())
+    subscribers_[i]->send(Command::plain({"PING"}), resubscribed_);
+}
+
+void LossWatch::on_resubscribed(const Master& from) {
+  std::size_t i = from.index();
+  if (i >= subscribers_.size() || subscribers_[i].get() != &from) return;
+  std::vector<std::string> values;
+  for (const auto& entry : watched_) values.insert(values.end(), entry.second.begin(), entry.second.end());
+  for (const std::string& value : values) on_gone_(value);
 }
 
 std::string LossWatch::channel(std::size_t master, std::string_view key) const {
@@ -133,9 +171,12 @@ void LossWatch::on_message(std::size_t master, std::string_view channel, std::st
   std::string prefix = this->channel(master, {});
   if (channel.substr(0, prefix.size()) != prefix) return;
   std::string key(channel.substr(prefix.size()));
-  // A notice of our own unlock can come after the unwatch.
-  if (watched_.count(key) == 0) return;
-  on_gone_(key);
+  // A notice of our own unlock can come after the unwatch. Only the holds
+  // on this key are renewed: no scan of every hold per notice.
+  auto it = watched_.find(key);
+  if (it == watched_.end()) return;
+  std::vector<std::string> values = it->second;
+  for (const std::string& value : values) on_gone_(value);
 }
 
 void LossWatch::close() {

@@ -32,15 +32,17 @@ namespace redlock {
 /// always, so a stray or late one costs a renewal, never a lock.
 class LossWatch {
  public:
-  /// `on_gone(key)`: a watched key was deleted, expired or evicted on some master.
+  /// `on_gone(value)`: a key of the watched lock with `value` was deleted,
+  /// expired or evicted on some master.
   LossWatch(uv_loop_t* loop, const Options& options, std::shared_ptr<const TlsContext> tls,
-            std::function<void(const std::string& key)> on_gone);
+            std::function<void(const std::string& value)> on_gone);
   ~LossWatch();
   LossWatch(const LossWatch&) = delete;
   LossWatch& operator=(const LossWatch&) = delete;
 
-  /// The keys `lock` is held on: its lock key (a permit's, the shared
-  /// holders' set for a shared lock), or every resource's for a lock_all.
+  /// The keys `lock` is held on: its lock key (a permit's; for a shared lock
+  /// also the shared holders' set: the lock key holds the mark every
+  /// exclusive script reads), or every resource's for a lock_all.
   static std::vector<std::string> keys_of(std::string_view key_prefix, const Lock& lock);
 
   /// Listens for losses of `lock`'s keys until unwatch(lock).
@@ -51,11 +53,13 @@ class LossWatch {
 
  private:
   class Settings;
+  class Resubscribed;
   enum class Notices { unknown, off, on };
 
   void open();
   void on_ready(Master& subscriber);
   void on_settings(const Master& subscriber, const Reply& reply);
+  void on_resubscribed(const Master& subscriber);
   void on_message(std::size_t master, std::string_view channel, std::string_view event);
   std::string channel(std::size_t master, std::string_view key) const;
   void send_to_listening(std::string_view verb, const std::string& key);
@@ -64,8 +68,10 @@ class LossWatch {
   const Options& options_;
   const std::shared_ptr<const TlsContext> tls_;
   std::function<void(const std::string&)> on_gone_;
-  std::unordered_map<std::string, int> watched_;  // key -> holds on it
+  std::unordered_map<std::string, std::vector<std::string>>
+      watched_;  // key -> values of the locks held on it
   std::shared_ptr<Settings> settings_;
+  std::shared_ptr<Resubscribed> resubscribed_;
   std::vector<std::unique_ptr<Master>> subscribers_;  // empty until the first watch()
   std::vector<Notices> notices_;                      // per subscriber, from its last connect
 };

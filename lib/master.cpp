@@ -856,7 +856,13 @@ void Master::on_command_reply(const Reply& reply) {
     backoff_.reset();  // a good reply: this connection has proved itself
     recovered();
   } else {
-    report("answered an error reply, a failed vote: " + reply.str.substr(0, max_error_said), false);
+    // A subscriber's commands are no votes: a refused SUBSCRIBE (an ACL user
+    // without the &__keyspace@*__:* channels) means no messages on those channels.
+    report(std::string(config_.subscriber
+                           ? "refused on the subscriber connection, its messages are not heard there: "
+                           : "answered an error reply, a failed vote: ") +
+               reply.str.substr(0, max_error_said),
+           false);
   }
   arm_timer();
   deliver(p, &reply, Failure::disconnected);

@@ -14,6 +14,7 @@
 #include <thread>
 #include <vector>
 
+#include "keeper.hpp"
 #include "support/calls.hpp"
 #include "support/cluster.hpp"
 #include "support/eventually.hpp"
@@ -681,8 +682,16 @@ TEST_CASE(
     client.keep(a.lock, {}, lost.callback());
     REQUIRE(
         loop.run_until([&] { return masters.subscribed_on(keyspace_channel("{job}"), 1).size() == 3; }, 5s));
+    // Gone as DEL, or renamed away (RENAME: 'g' events too).
+    bool renamed = GENERATE(false, true);
     auto deleted = steady::now();
-    for (std::size_t i = 0; i < masters.size(); ++i) REQUIRE(masters[i].command({"DEL", "{job}"}) == "1");
+    for (std::size_t i = 0; i < masters.size(); ++i) {
+      if (renamed) {
+        REQUIRE(masters[i].command({"RENAME", "{job}", "{job}:old"}) == "OK");
+      } else {
+        REQUIRE(masters[i].command({"DEL", "{job}"}) == "1");
+      }
+    }
     REQUIRE(loop.run_until([&] { return !lost.calls.empty(); }, 8s));
     CHECK(lost.calls == std::vector<std::error_code>{make_error_code(errc::not_held)});
     CHECK(lost.at - deleted < 2s);  // a notification and a renewal's round, not the 10 s period
@@ -752,9 +761,11 @@ TEST_CASE("a shared hold and a lock_all hear the deletion of their own keys only
     REQUIRE(loop.run_until([&] { return !all_lost.calls.empty(); }, 8s));
     CHECK(all_lost.at - deleted < 2s);
     CHECK(shared_lost.calls.empty());
+    // Either of a shared hold's keys: the holders' set, or the lock key
+    // whose mark keeps exclusive lockers out.
+    std::string shared_key = GENERATE(std::string("{doc}:shared"), std::string("{doc}"));
     deleted = steady::now();
-    for (std::size_t i = 0; i < masters.size(); ++i)
-      REQUIRE(masters[i].command({"DEL", "{doc}:shared"}) == "1");
+    for (std::size_t i = 0; i < masters.size(); ++i) REQUIRE(masters[i].command({"DEL", shared_key}) == "1");
     REQUIRE(loop.run_until([&] { return !shared_lost.calls.empty(); }, 8s));
     CHECK(shared_lost.at - deleted < 2s);
     client.close(nullptr);
@@ -789,6 +800,110 @@ TEST_CASE(
     CHECK(lost.calls == std::vector<std::error_code>{make_error_code(errc::not_held)});
     CHECK(lost.at - deleted < 1s + 500ms);  // the next renewal, a second at most after the keep's last
     client.close(nullptr);
+  }
+  REQUIRE(loop.close());
+}
+
+TEST_CASE("a kept lock hears a deletion made while its notification connections were reconnecting",
+          "[keep][notifications]") {
+  Cluster masters(3);
+  send_keyspace_notifications(masters);
+  LoopFixture loop;
+  {
+    Client client(loop.get(), masters.options());
+    Answer a = lock(loop, client, "job", 30s);  // renewed every 10 s
+    REQUIRE_FALSE(a.error);
+    Lost lost;
+    client.keep(a.lock, {}, lost.callback());
+    REQUIRE(
+        loop.run_until([&] { return masters.subscribed_on(keyspace_channel("{job}"), 1).size() == 3; }, 5s));
+    // The subscriber connections drop (an operator, an output buffer limit),
+    // and the key goes before they are back: no notice reaches us.
+    auto deleted = steady::now();
+    for (std::size_t i = 0; i < masters.size(); ++i) {
+      masters[i].command({"CLIENT", "KILL", "TYPE", "pubsub"});
+      REQUIRE(masters[i].command({"DEL", "{job}"}) == "1");
+    }
+    REQUIRE(loop.run_until([&] { return !lost.calls.empty(); }, 8s));
+    CHECK(lost.calls == std::vector<std::error_code>{make_error_code(errc::not_held)});
+    CHECK(lost.at - deleted < 2s);  // renewed once subscribed again, not at the 10 s period
+    client.close(nullptr);
+  }
+  REQUIRE(loop.close());
+}
+
+TEST_CASE("10,000 kept locks whose keys all go on one master are renewed without a stall, and none is lost",
+          "[keep][notifications][batch]") {
+  Cluster masters(3);
+  send_keyspace_notifications(masters);
+  LoopFixture loop;
+  {
+    Options options = masters.options();
+    options.command_timeout = 1000ms;  // thousands of commands in one write
+    Client client(loop.get(), options);
+    constexpr int count = 10000;
+    std::vector<std::string> keys{"DEL"};
+    int answered = 0;
+    std::vector<Lost> lost(count);
+    for (int i = 0; i < count; ++i) {
+      std::string resource = "many:" + std::to_string(i);
+      keys.push_back("{" + resource + "}");
+      client.try_lock(resource, 3s, [&, i](std::error_code e, Lock l) {
+        ++answered;
+        if (!e) client.keep(l, {}, lost[static_cast<std::size_t>(i)].callback());
+      });
+    }
+    REQUIRE(loop.run_until([&] { return answered == count; }, 20s));
+    REQUIRE(loop.run_until(
+        [&] { return masters.subscribed_on(keyspace_channel(keys.back()), 1).size() == 3; }, 10s));
+    auto before = client.stats().renewals;
+    // 10,000 notices from master 0; the other two still hold every lock.
+    REQUIRE(masters[0].command(keys) == std::to_string(count));
+    REQUIRE(loop.run_until([&] { return client.stats().renewals >= before + count; }, 5s));
+    for (const Lost& l : lost) CHECK(l.calls.empty());
+    client.close(nullptr);
+    (void)loop.run_until([] { return false; }, 100ms);  // the posted on_lost(closed) run while `lost` lives
+  }
+  REQUIRE(loop.close());
+}
+
+TEST_CASE("a loss heard while two extensions are in flight renews once the last of them is answered",
+          "[keep][notifications]") {
+  LoopFixture loop;
+  int renewals_sent = 0;
+  {
+    Keeper keeper(loop.get(), Keeper::Hooks{
+                                  [&](std::vector<Renewal::Item>, Renewal::Decided) {
+                                    ++renewals_sent;
+                                    return std::shared_ptr<void>(std::make_shared<int>(0));
+                                  },
+                                  [](const Lock&) {},
+                                  [](const Lock&) {},
+                                  [&](std::function<void()> fn) { fn(); },
+                                  [] { return steady::now(); },
+                                  {},
+                                  {},
+                              });
+    Lock l;
+    l.resource = "job";
+    l.value = "v";
+    l.ttl = 30s;
+    l.valid_until = steady::now() + 30s;
+    KeepOptions every_10s;
+    every_10s.every = 10s;
+    keeper.keep(
+        l, every_10s, [](std::error_code) {}, nullptr);
+    keeper.extending("v");  // two extensions written; the masters run both ...
+    keeper.extending("v");
+    keeper.renew_now("v");                             // ... and then a loss is heard
+    (void)loop.run_until([] { return false; }, 20ms);  // the due tick runs, and skips the hold
+    CHECK(renewals_sent == 0);
+    Lock extended = l;
+    extended.valid_until = steady::now() + 30s;
+    REQUIRE_FALSE(keeper.extension_decided(extended, {}));  // both ran before the loss
+    REQUIRE_FALSE(keeper.extension_decided(extended, {}));
+    CHECK(loop.run_until([&] { return renewals_sent == 1; }, 2s));  // not at the 10 s period
+    keeper.close();
   }
   REQUIRE(loop.close());
 }
