@@ -132,9 +132,11 @@ const char* name(FaultKind kind) {
 // noeviction: a lock key must never be evicted to make room (it would be a
 // silent unlock). Persistence is off (the RedisServer default), as in the
 // compose file: a restart loses every key, which is what the quarantine is for.
+// Keyspace notifications are on, so kept locks and leaders also listen for
+// their keys' losses (LossWatch) through every fault.
 Masters::Masters(int n, bool proxies, const std::string& clock_shim) : clock_shim_(!clock_shim.empty()) {
   test::ServerOptions options;
-  options.args = {"--maxmemory-policy", "noeviction"};
+  options.args = {"--maxmemory-policy", "noeviction", "--notify-keyspace-events", "Kgx"};
   if (clock_shim_) options.env = {"LD_PRELOAD=" + clock_shim, "REDLOCK_CLOCK_SHIFT_FILE={dir}/clock-shift"};
   cluster_.emplace(n, options);
   for (int i = 0; i < n; ++i) ports_.push_back((*cluster_)[static_cast<std::size_t>(i)].port());
