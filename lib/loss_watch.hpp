@@ -17,23 +17,23 @@
 namespace redlock {
 
 /// Hears, over keyspace notifications, that a kept lock's key was deleted,
-/// expired or evicted on a master, so that the lock is renewed at once and a
-/// loss is heard then rather than at the next renewal.
+/// expired, evicted, renamed or moved away on a master, so that the lock is
+/// renewed at once and a loss is heard then rather than at the next renewal.
 ///
 /// It has a subscriber connection per master of its own, opened at the first
 /// watch() (Waiters' carry only a majority of the keys each). At every
-/// connect it reads the master's notify-keyspace-events; only where that sends
-/// keyspace events of generic commands or expiry (K with g, x or A) are
-/// the keys subscribed. A master that refuses CONFIG GET (an ACL, a renamed
-/// command) counts as sending none. A change of the setting is seen at the
-/// next reconnect.
+/// connect it reads the master's notify-keyspace-events; only where that
+/// sends keyspace events of generic commands, expiry or eviction (K with g,
+/// x, e or A) are the keys subscribed. A master that refuses CONFIG GET (an
+/// ACL, a renamed command) counts as sending none. A change of the setting
+/// is seen at the next reconnect.
 ///
 /// A notification only starts a renewal: the masters' answers decide, as
 /// always, so a stray or late one costs a renewal, never a lock.
 class LossWatch {
  public:
-  /// `on_gone(value)`: a key of the watched lock with `value` was deleted,
-  /// expired or evicted on some master.
+  /// `on_gone(value)`: a key of the watched lock with `value` is gone on
+  /// some master, or a subscriber connection is back and may have missed it.
   LossWatch(uv_loop_t* loop, const Options& options, std::shared_ptr<const TlsContext> tls,
             std::function<void(const std::string& value)> on_gone);
   ~LossWatch();

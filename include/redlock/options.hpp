@@ -120,10 +120,11 @@ struct REDLOCK_API Options {
   /// Kept locks (Client::keep) listen for their keys' keyspace notifications
   /// on every master whose notify-keyspace-events sends them (K with g, x, e
   /// or A; read with CONFIG GET at each connect), over a subscriber
-  /// connection per master opened at the first keep: a key deleted, expired
-  /// or evicted there starts a renewal at once, so a loss is heard about a
-  /// round trip after it, not at the next renewal. false: no such
-  /// connections, and a loss is heard at the next renewal.
+  /// connection per master opened at the first keep: a key deleted, expired,
+  /// evicted, renamed or moved away there starts a renewal at once, so a loss
+  /// is heard about a round trip after it, not at the next renewal (see
+  /// docs/long-holds.md for what is not heard). false: no such connections,
+  /// and a loss is heard at the next renewal.
   bool keyspace_notifications = true;
   /// Time source for t0 and validity; empty means steady_clock::now. Meant for
   /// tests and simulations; it must tick like steady_clock.
