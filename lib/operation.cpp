@@ -383,15 +383,23 @@ void Operation::on_gate(const Outcome& outcome) {
 void Operation::start_round(TimePoint t0, bool gate_veto) {
   auto decided = [this](const Outcome& o) { on_decided(o); };
   if (kind_ == Kind::unlock) {
-    Master* g = multi() ? nullptr : context_.waiters.gate(key_);
-    // A Client whose connections are not up yet (`redlock release`) still
-    // wakes the queue where waiters would be.
-    if (!multi() && g == nullptr) g = context_.waiters.usual_gate(key_);
-    if (g != nullptr) {
-      round_ = Round::start_gated(
-          context_.masters, command_, *g,
-          unlock_command(lock_.value, lock_.value, context_.waiters.subscribed(key_), true), t0,
-          std::move(decided), false, Decide::answered, release_patience());
+    if (!multi()) {
+      Master* g = context_.waiters.gate(key_);
+      Master* usual = context_.waiters.usual_gate(key_);
+      auto wake = unlock_command(lock_.value, lock_.value, context_.waiters.subscribed(key_), true);
+      if (g != nullptr && g == usual) {
+        round_ = Round::start_gated(context_.masters, command_, *g, wake, t0, std::move(decided), false,
+                                    Decide::answered, release_patience());
+        return;
+      }
+      // This Client's gate is not the top-ranked master, which does not vote
+      // here (yet): the waiters, who may see it voting, queue there, or at
+      // ours. Both wake their queue; with none voting yet (`redlock
+      // release`), every master does, as we cannot tell which the waiters see.
+      std::vector<const Master*> waking;
+      if (g != nullptr) waking = {g, usual};
+      round_ = Round::start_waking(context_.masters, command_, waking, wake, t0, std::move(decided),
+                                   Decide::answered, release_patience());
       return;
     }
     round_ = Round::start(context_.masters, command_, t0, std::move(decided), Decide::answered,

@@ -49,6 +49,26 @@ std::shared_ptr<Round> Round::start_gated(const std::vector<std::unique_ptr<Mast
   return round;
 }
 
+std::shared_ptr<Round> Round::start_waking(const std::vector<std::unique_ptr<Master>>& masters,
+                                           const std::shared_ptr<const Command>& command,
+                                           const std::vector<const Master*>& waking,
+                                           const std::shared_ptr<const Command>& waking_command, TimePoint t0,
+                                           Decided decided, Decide rule, std::chrono::milliseconds patience) {
+  auto round =
+      std::make_shared<Round>(Token{}, static_cast<int>(masters.size()), t0, std::move(decided), rule);
+  auto wakes = [&waking](const Master* m) {
+    return waking.empty() || std::find(waking.begin(), waking.end(), m) != waking.end();
+  };
+  // Buffered first, written last, as a gate's command is (start_gated).
+  for (const auto& m : masters) {
+    if (wakes(m.get())) m->send(waking_command, round, patience);
+  }
+  for (const auto& m : masters) {
+    if (!wakes(m.get())) m->send(command, round, patience);
+  }
+  return round;
+}
+
 std::shared_ptr<Round> Round::start_past_gate(const std::vector<std::unique_ptr<Master>>& masters,
                                               const std::shared_ptr<const Command>& command,
                                               const Master& gate, TimePoint t0, Decided decided) {

@@ -73,6 +73,15 @@ class Round final : public ReplyHandler, public std::enable_shared_from_this<Rou
                                             const std::shared_ptr<const Command>& gate_command, TimePoint t0,
                                             Decided decided, bool veto, Decide rule = Decide::early,
                                             std::chrono::milliseconds patience = {});
+  /// start() where each master in `waking` (every master when empty) gets
+  /// `waking_command` instead: an unlock that wakes the queue each of them may
+  /// keep, when this Client cannot tell which master the waiters see as the gate.
+  static std::shared_ptr<Round> start_waking(const std::vector<std::unique_ptr<Master>>& masters,
+                                             const std::shared_ptr<const Command>& command,
+                                             const std::vector<const Master*>& waking,
+                                             const std::shared_ptr<const Command>& waking_command,
+                                             TimePoint t0, Decided decided, Decide rule,
+                                             std::chrono::milliseconds patience);
   /// The rest of a waiter's attempt after its gate alone said yes (start_on):
   /// the gate's vote counts as given at `t0`, the gate step's (validity runs
   /// from before the gate's write), and only the other masters are asked.

@@ -523,8 +523,18 @@ void Waiters::wake_first(const std::string& key, std::string_view message) {
 
 void Waiters::close() {
   // The operations were cancelled without leaving their lines: the Client's
-  // entries leave the queues now, written before the connections close.
-  for (const auto& entry : lines_) leave_queues(entry.first, entry.second);
+  // entries leave the queues now, written before the connections close. A
+  // gate may already have popped us (its wake unread on a subscriber that
+  // closes now, the key reserved for us): the wake goes on to the next
+  // Client, after the ZREM, as leave() passes on a wake no attempt used.
+  for (const auto& entry : lines_) {
+    const Line& line = entry.second;
+    leave_queues(entry.first, line);
+    for (const Master* gate : line.asked_at) pass_wake_on(*gate, entry.first);
+    if (line.woken_at != nullptr &&
+        std::find(line.asked_at.begin(), line.asked_at.end(), line.woken_at) == line.asked_at.end())
+      pass_wake_on(*line.woken_at, entry.first);
+  }
   lines_.clear();
   watchers_.clear();
   wake_confirmed_.clear();

@@ -924,3 +924,118 @@ TEST_CASE("an unlock from a Client whose connections are not up yet wakes the wa
   }
   REQUIRE(loop.close());
 }
+
+TEST_CASE(
+    "an unlock from a new Client whose connection to the gate is not up yet wakes the waiter queued there",
+    "[wait][queue]") {
+  Cluster masters(3);
+  LoopFixture loop;
+  {
+    Options options = slow_polling(masters.options());
+    options.command_timeout = 5s;  // no connection drops during the CLIENT PAUSE below
+    Client holder(loop.get(), options);
+    Client waiter_client(loop.get(), options);
+    Answer held = try_lock(loop, holder, "slow-gate", 60s);
+    REQUIRE_FALSE(held.error);
+    REQUIRE(loop.run_until([&] { return holders(masters, "{slow-gate}", held.lock.value) == 3; }, 5s));
+    std::size_t gate = gate_of("{slow-gate}", options);
+    Waiting waiter(waiter_client, "slow-gate", 10s, 40s);
+    (void)queued_alone(loop, masters, gate, "{slow-gate}");
+    // The gate runs no new command for 1.5 s: a new Client's handshake there waits.
+    REQUIRE(masters[gate].command({"CLIENT", "PAUSE", "1500", "ALL"}) == "OK");
+    Client releaser(loop.get(), options);
+    REQUIRE(loop.run_until(
+        [&] {
+          auto s = releaser.stats().masters;
+          int up = 0;
+          for (std::size_t i = 0; i < s.size(); ++i) up += i != gate && s[i].state == MasterState::up ? 1 : 0;
+          return up == 2;
+        },
+        1s));
+    REQUIRE(releaser.stats().masters[gate].state != MasterState::up);
+    auto released = steady::now();
+    releaser.unlock(held.lock, nullptr);
+    REQUIRE(loop.run_until([&] { return waiter.done(); }, 15s));
+    REQUIRE_FALSE(waiter.answer->error);
+    CHECK(*waiter.answered_at - released < 2500ms);  // the pause, not the 10 s retry_delay
+  }
+  REQUIRE(loop.close());
+}
+
+TEST_CASE(
+    "a new Client's unlock wakes a waiter queued at the next master while the usual gate was down for it",
+    "[wait][queue]") {
+  Cluster masters(3);
+  LoopFixture loop;
+  {
+    Options options = slow_polling(masters.options());
+    Client holder(loop.get(), options);
+    Client waiter_client(loop.get(), options);
+    Answer held = try_lock(loop, holder, "gate-down", 60s);
+    REQUIRE_FALSE(held.error);
+    REQUIRE(loop.run_until([&] { return holders(masters, "{gate-down}", held.lock.value) == 3; }, 5s));
+    std::size_t gate = gate_of("{gate-down}", options);
+    masters[gate].pause();
+    Waiting waiter(waiter_client, "gate-down", 10s, 40s);
+    // Queued at another master, its gate while the usual one is paused.
+    REQUIRE(loop.run_until(
+        [&] {
+          for (std::size_t i = 0; i < masters.size(); ++i) {
+            if (i != gate && queue_at(masters[i], "{gate-down}").rfind("wake:", 0) == 0) return true;
+          }
+          return false;
+        },
+        8s));
+    Client releaser(loop.get(), options);
+    auto released = steady::now();
+    REQUIRE_FALSE(unlock(loop, releaser, held.lock));
+    REQUIRE(loop.run_until([&] { return waiter.done(); }, 15s));
+    REQUIRE_FALSE(waiter.answer->error);
+    CHECK(*waiter.answered_at - released < 2s);  // not the 10 s retry_delay
+    masters[gate].resume();
+  }
+  REQUIRE(loop.close());
+}
+
+TEST_CASE("a Client closed with a queue wake it has not read passes the wake on to the next waiter",
+          "[wait][queue]") {
+  Cluster masters(3);
+  LoopFixture loop;
+  LoopFixture holder_loop;  // the holder runs apart, so that A's loop does not read the wake meanwhile
+  {
+    Options options = slow_polling(masters.options());
+    options.command_timeout = 1s;  // the reservation lasts this long: long enough to see it
+    Client holder(holder_loop.get(), options);
+    auto a = std::make_unique<Client>(loop.get(), options);
+    Client b(loop.get(), options);
+    Answer held = try_lock(holder_loop, holder, "unread", 30s);
+    REQUIRE_FALSE(held.error);
+    REQUIRE(holder_loop.run_until([&] { return holders(masters, "{unread}", held.lock.value) == 3; }, 5s));
+    std::size_t gate = gate_of("{unread}", options);
+    Waiting wa(*a, "unread", 10s, 25s);
+    REQUIRE(loop.run_until([&] { return masters.queued_on("{unread}", 1) == std::vector<std::size_t>{gate}; },
+                           5s));
+    Waiting wb(b, "unread", 10s, 25s);
+    REQUIRE(loop.run_until([&] { return masters.queued_on("{unread}", 2) == std::vector<std::size_t>{gate}; },
+                           5s));
+    REQUIRE_FALSE(unlock(holder_loop, holder, held.lock));
+    // The gate popped A and reserved the key for it; A's loop has not run since.
+    REQUIRE(eventually([&] {
+      return masters[gate].command({"GET", "{unread}:reserved"}).rfind("wake:", 0) == 0;
+    }));
+    bool close_a = GENERATE(true, false);
+    auto stopped = steady::now();
+    if (close_a) {
+      a->close(nullptr);
+    } else {
+      a->cancel(wa.id);  // the line leaves; the wake is heard with no line and passed on
+    }
+    REQUIRE(loop.run_until([&] { return wb.done(); }, 15s));
+    REQUIRE_FALSE(wb.answer->error);
+    CHECK(*wb.answered_at - stopped < 2s);  // not B's 10 s retry_delay
+    REQUIRE_FALSE(unlock(loop, b, wb.answer->lock));
+    a.reset();
+  }
+  REQUIRE(holder_loop.close());
+  REQUIRE(loop.close());
+}
