@@ -30,18 +30,20 @@ void append_random_text(std::string& out) {
   std::array<unsigned char, 16> bytes{};
   fill_random(bytes.data(), bytes.size());
   static constexpr char alphabet[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
-  // Six bits a character: 21 whole characters, then the last two bits.
-  unsigned bits = 0;
-  int held = 0;
-  for (unsigned char b : bytes) {
-    bits = (bits << 8) | b;
+  // The two bits over 21 whole characters of six come first, as one of
+  // 'A', 'Q', 'g' or 'w': a value never starts with '-', so `redlock
+  // extend RESOURCE VALUE` never takes it for an option.
+  out += alphabet[(bytes[0] >> 6) << 4];
+  unsigned bits = bytes[0] & 0x3fU;
+  int held = 6;
+  for (std::size_t i = 1; i < bytes.size(); ++i) {
+    bits = ((bits << 8) | bytes[i]) & 0x3fffU;
     held += 8;
     while (held >= 6) {
       held -= 6;
       out += alphabet[(bits >> held) & 0x3f];
     }
   }
-  out += alphabet[(bits << (6 - held)) & 0x3f];
 }
 
 std::string random_token() {
