@@ -108,14 +108,8 @@ void LossWatch::send_to_listening(std::string_view verb, const std::string& key)
 
 void LossWatch::open() {
   for (std::size_t i = 0; i < options_.masters.size(); ++i) {
-    MasterConfig config;
-    config.endpoint = options_.masters[i];
-    config.index = i;
-    config.connect_timeout = options_.connect_timeout;
-    config.command_timeout = options_.command_timeout;
-    config.diagnostics = options_.diagnostics;
-    if (config.endpoint.tls) config.tls = tls_;
-    config.subscriber = true;
+    channel_prefixes_.push_back("__keyspace@" + std::to_string(options_.masters[i].database) + "__:");
+    MasterConfig config = subscriber_config(options_, i, tls_);
     config.on_message = [this, i](std::string_view channel, std::string_view event) {
       on_message(i, channel, event);
     };
@@ -161,14 +155,14 @@ void LossWatch::on_resubscribed(const Master& from) {
 }
 
 std::string LossWatch::channel(std::size_t master, std::string_view key) const {
-  std::string name = "__keyspace@" + std::to_string(options_.masters[master].database) + "__:";
+  std::string name = channel_prefixes_[master];
   name += key;
   return name;
 }
 
 void LossWatch::on_message(std::size_t master, std::string_view channel, std::string_view event) {
   if (!is_loss(event)) return;
-  std::string prefix = this->channel(master, {});
+  const std::string& prefix = channel_prefixes_[master];
   if (channel.substr(0, prefix.size()) != prefix) return;
   std::string key(channel.substr(prefix.size()));
   // A notice of our own unlock can come after the unwatch. Only the holds
@@ -183,6 +177,7 @@ void LossWatch::close() {
   watched_.clear();
   subscribers_.clear();
   notices_.clear();
+  channel_prefixes_.clear();
 }
 
 }  // namespace redlock

@@ -74,6 +74,7 @@ class LossWatch {
   std::shared_ptr<Resubscribed> resubscribed_;
   std::vector<std::unique_ptr<Master>> subscribers_;  // empty until the first watch()
   std::vector<Notices> notices_;                      // per subscriber, from its last connect
+  std::vector<std::string> channel_prefixes_;         // per master: "__keyspace@<db>__:"
 };
 
 }  // namespace redlock

@@ -244,6 +244,19 @@ Master::Master(uv_loop_t* loop, MasterConfig config, std::uint64_t seed)
 }
 
 // A lookup still in flight is abandoned with lookup_: its thread ends on its own.
+MasterConfig subscriber_config(const Options& options, std::size_t index,
+                               const std::shared_ptr<const TlsContext>& tls) {
+  MasterConfig config;
+  config.endpoint = options.masters[index];
+  config.index = index;
+  config.connect_timeout = options.connect_timeout;
+  config.command_timeout = options.command_timeout;
+  config.diagnostics = options.diagnostics;
+  if (config.endpoint.tls) config.tls = tls;
+  config.subscriber = true;
+  return config;
+}
+
 Master::~Master() {
   // What the caller issued before closing (an unlock, a release) still goes
   // out, best effort: the kernel sends it before the FIN.

@@ -124,6 +124,11 @@ struct MasterConfig {
   std::function<void(const Master&)> on_dropped;
 };
 
+/// The config of a subscriber connection to options.masters[index], with
+/// `tls` for a rediss:// master; the owner adds its callbacks.
+MasterConfig subscriber_config(const Options& options, std::size_t index,
+                               const std::shared_ptr<const TlsContext>& tls);
+
 /// What was seen of one master's votes and replies (Client::stats()).
 struct MasterCounters {
   std::uint64_t granted = 0;

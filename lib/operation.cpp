@@ -384,8 +384,7 @@ void Operation::start_round(TimePoint t0, bool gate_veto) {
   auto decided = [this](const Outcome& o) { on_decided(o); };
   if (kind_ == Kind::unlock) {
     if (!multi()) {
-      Master* g = context_.waiters.gate(key_);
-      Master* usual = context_.waiters.usual_gate(key_);
+      auto [g, usual] = context_.waiters.gates(key_);
       auto wake = unlock_command(lock_.value, lock_.value, context_.waiters.subscribed(key_), true);
       if (g != nullptr && g == usual) {
         round_ = Round::start_gated(context_.masters, command_, *g, wake, t0, std::move(decided), false,

@@ -299,14 +299,7 @@ std::uint64_t Waiters::yield_until(const std::string& key) const {
 
 void Waiters::open_subscribers() {
   for (std::size_t i = 0; i < options_.masters.size(); ++i) {
-    MasterConfig config;
-    config.endpoint = options_.masters[i];
-    config.index = i;
-    config.connect_timeout = options_.connect_timeout;
-    config.command_timeout = options_.command_timeout;
-    config.diagnostics = options_.diagnostics;
-    if (config.endpoint.tls) config.tls = tls_;
-    config.subscriber = true;
+    MasterConfig config = subscriber_config(options_, i, tls_);
     config.on_message = [this, i](std::string_view channel, std::string_view value) {
       on_message(*subscribers_[i], channel, value);
     };
@@ -422,26 +415,26 @@ void Waiters::on_wake_subscribed(const Master& subscriber) {
 // The master with the highest rank for `key` among those voting: the same
 // for every Client that names the masters alike.
 Master* Waiters::gate(const std::string& key) const {
-  return ranked_first(key, true);
+  return gates(key).voting;
 }
 
-Master* Waiters::usual_gate(const std::string& key) const {
-  return ranked_first(key, false);
-}
-
-Master* Waiters::ranked_first(const std::string& key, bool voting_only) const {
-  Master* best = nullptr;
-  std::uint64_t best_rank = 0;
+Waiters::Gates Waiters::gates(const std::string& key) const {
+  Gates found;
+  std::uint64_t voting_rank = 0;
+  std::uint64_t usual_rank = 0;
   std::uint64_t key_hash = rendezvous_key_hash(key);
   for (const auto& m : masters_) {
-    if (voting_only && !m->voting()) continue;
     std::uint64_t rank = rendezvous_rank(key_hash, m->endpoint());
-    if (best == nullptr || rank > best_rank) {
-      best = m.get();
-      best_rank = rank;
+    if (found.usual == nullptr || rank > usual_rank) {
+      found.usual = m.get();
+      usual_rank = rank;
+    }
+    if (m->voting() && (found.voting == nullptr || rank > voting_rank)) {
+      found.voting = m.get();
+      voting_rank = rank;
     }
   }
-  return best;
+  return found;
 }
 
 void Waiters::on_subscribed(std::string_view channel) {

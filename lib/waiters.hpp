@@ -84,9 +84,14 @@ class Waiters {
   /// The gate master of `key`: the voting master ranked highest for it
   /// (rendezvous hashing); null when none votes.
   Master* gate(const std::string& key) const;
-  /// The gate when every master votes: the one to wake when none is known to
-  /// vote yet (a Client that unlocks before its connections are up).
-  Master* usual_gate(const std::string& key) const;
+  /// gate(), and the gate when every master votes (the master ranked
+  /// highest of all), which waiters that see it voting queue at while this
+  /// Client does not (its connection there is not up yet).
+  struct Gates {
+    Master* voting = nullptr;
+    Master* usual = nullptr;
+  };
+  Gates gates(const std::string& key) const;
   /// The wake channel to queue at `gate`: empty while it is not known to be
   /// subscribed there (a wake published to nobody is lost).
   std::string_view wake_channel_at(const Master& gate) const;
@@ -149,7 +154,6 @@ class Waiters {
   };
   class Confirmations;
 
-  Master* ranked_first(const std::string& key, bool voting_only) const;
   void open_subscribers();
   void subscribe(const std::string& key);
   bool carries(const std::string& key, const Master& subscriber) const;
