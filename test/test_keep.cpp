@@ -665,6 +665,24 @@ std::string keyspace_channel(const std::string& key) {
   return "__keyspace@0__:" + key;
 }
 
+// Whether `key`'s keyspace channel comes to have `subscribers` on every master.
+bool keyspace_subscribers(LoopFixture& loop, Cluster& masters, const std::string& key, int subscribers,
+                          milliseconds deadline = 5s) {
+  return loop.run_until(
+      [&] { return masters.subscribed_on(keyspace_channel(key), subscribers).size() == masters.size(); },
+      deadline);
+}
+
+// "job" locked for 30 s (renewed every 10 s) and kept, once every master
+// carries its keyspace channel.
+Lock keep_job(LoopFixture& loop, Client& client, Cluster& masters, Lost& lost) {
+  Answer a = lock(loop, client, "job", 30s);
+  REQUIRE_FALSE(a.error);
+  client.keep(a.lock, {}, lost.callback());
+  REQUIRE(keyspace_subscribers(loop, masters, "{job}", 1));
+  return a.lock;
+}
+
 }  // namespace
 
 TEST_CASE(
@@ -676,12 +694,8 @@ TEST_CASE(
   LoopFixture loop;
   {
     Client client(loop.get(), masters.options());
-    Answer a = lock(loop, client, "job", 30s);  // renewed every 10 s
-    REQUIRE_FALSE(a.error);
     Lost lost;
-    client.keep(a.lock, {}, lost.callback());
-    REQUIRE(
-        loop.run_until([&] { return masters.subscribed_on(keyspace_channel("{job}"), 1).size() == 3; }, 5s));
+    (void)keep_job(loop, client, masters, lost);
     // Gone as DEL, or renamed away (RENAME: 'g' events too).
     bool renamed = GENERATE(false, true);
     auto deleted = steady::now();
@@ -696,8 +710,7 @@ TEST_CASE(
     CHECK(lost.calls == std::vector<std::error_code>{make_error_code(errc::not_held)});
     CHECK(lost.at - deleted < 2s);  // a notification and a renewal's round, not the 10 s period
     // The hold ended: its keys are not listened to any more.
-    CHECK(
-        loop.run_until([&] { return masters.subscribed_on(keyspace_channel("{job}"), 0).size() == 3; }, 5s));
+    CHECK(keyspace_subscribers(loop, masters, "{job}", 0));
     client.close(nullptr);
   }
   REQUIRE(loop.close());
@@ -710,12 +723,8 @@ TEST_CASE("a kept lock whose key is deleted on one master is renewed at once and
   LoopFixture loop;
   {
     Client client(loop.get(), masters.options());
-    Answer a = lock(loop, client, "job", 30s);
-    REQUIRE_FALSE(a.error);
     Lost lost;
-    client.keep(a.lock, {}, lost.callback());
-    REQUIRE(
-        loop.run_until([&] { return masters.subscribed_on(keyspace_channel("{job}"), 1).size() == 3; }, 5s));
+    Lock job = keep_job(loop, client, masters, lost);
     auto before = client.stats().renewals;
     REQUIRE(masters[0].command({"DEL", "{job}"}) == "1");
     REQUIRE(loop.run_until([&] { return client.stats().renewals > before; }, 3s));  // not in 10 s
@@ -723,10 +732,9 @@ TEST_CASE("a kept lock whose key is deleted on one master is renewed at once and
     CHECK(lost.calls.empty());
     // A renewal never writes a key back where it is gone.
     CHECK_FALSE(masters[0].get("{job}"));
-    CHECK(masters[1].get("{job}") == a.lock.value);
-    CHECK(unlock(loop, client, a.lock) == std::error_code{});
-    CHECK(
-        loop.run_until([&] { return masters.subscribed_on(keyspace_channel("{job}"), 0).size() == 3; }, 5s));
+    CHECK(masters[1].get("{job}") == job.value);
+    CHECK(unlock(loop, client, job) == std::error_code{});
+    CHECK(keyspace_subscribers(loop, masters, "{job}", 0));
     CHECK(lost.calls.empty());
     client.close(nullptr);
   }
@@ -750,12 +758,8 @@ TEST_CASE("a shared hold and a lock_all hear the deletion of their own keys only
     Lost all_lost;
     client.keep(shared.lock, {}, shared_lost.callback());
     client.keep(all.lock, {}, all_lost.callback());
-    REQUIRE(loop.run_until(
-        [&] {
-          return masters.subscribed_on(keyspace_channel("{doc}:shared"), 1).size() == 3 &&
-                 masters.subscribed_on(keyspace_channel("{b}"), 1).size() == 3;
-        },
-        5s));
+    REQUIRE(keyspace_subscribers(loop, masters, "{doc}:shared", 1));
+    REQUIRE(keyspace_subscribers(loop, masters, "{b}", 1));
     auto deleted = steady::now();
     for (std::size_t i = 0; i < masters.size(); ++i) REQUIRE(masters[i].command({"DEL", "{b}"}) == "1");
     REQUIRE(loop.run_until([&] { return !all_lost.calls.empty(); }, 8s));
@@ -811,12 +815,8 @@ TEST_CASE("a kept lock hears a deletion made while its notification connections 
   LoopFixture loop;
   {
     Client client(loop.get(), masters.options());
-    Answer a = lock(loop, client, "job", 30s);  // renewed every 10 s
-    REQUIRE_FALSE(a.error);
     Lost lost;
-    client.keep(a.lock, {}, lost.callback());
-    REQUIRE(
-        loop.run_until([&] { return masters.subscribed_on(keyspace_channel("{job}"), 1).size() == 3; }, 5s));
+    (void)keep_job(loop, client, masters, lost);
     // The subscriber connections drop (an operator, an output buffer limit),
     // and the key goes before they are back: no notice reaches us.
     auto deleted = steady::now();
@@ -854,8 +854,7 @@ TEST_CASE("10,000 kept locks whose keys all go on one master are renewed without
       });
     }
     REQUIRE(loop.run_until([&] { return answered == count; }, 20s));
-    REQUIRE(loop.run_until(
-        [&] { return masters.subscribed_on(keyspace_channel(keys.back()), 1).size() == 3; }, 10s));
+    REQUIRE(keyspace_subscribers(loop, masters, keys.back(), 1, 10s));
     auto before = client.stats().renewals;
     // 10,000 notices from master 0; the other two still hold every lock.
     REQUIRE(masters[0].command(keys) == std::to_string(count));

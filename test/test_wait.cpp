@@ -78,6 +78,16 @@ bool queue_empties(LoopFixture& loop, RedisServer& master, const std::string& ke
   return loop.run_until([&] { return queue_at(master, key).empty(); }, 3s);
 }
 
+// try_lock, then its value on every master: it answers at a majority's yes.
+Answer try_lock_everywhere(LoopFixture& loop, Client& client, Cluster& masters, const std::string& resource,
+                           milliseconds ttl) {
+  Answer held = try_lock(loop, client, resource, ttl);
+  REQUIRE_FALSE(held.error);
+  std::string key = "{" + resource + "}";
+  REQUIRE(loop.run_until([&] { return holders(masters, key, held.lock.value) == 3; }, 5s));
+  return held;
+}
+
 // Lets the loop run so that a waiter's first attempt fails and it sleeps.
 void let_it_try(LoopFixture& loop) {
   loop.run_until([] { return false; }, 50ms);
@@ -348,9 +358,7 @@ TEST_CASE("an unlock nobody listens for is a compare-and-delete: nothing publish
     Client client(loop.get(), masters.options());
     std::vector<long long> before;  // the connections' ACL probe publishes once
     for (int i = 0; i < 3; ++i) {
-      Answer held = try_lock(loop, client, "alone", 10s);
-      REQUIRE_FALSE(held.error);
-      REQUIRE(loop.run_until([&] { return holders(masters, "{alone}", held.lock.value) == 3; }, 5s));
+      Answer held = try_lock_everywhere(loop, client, masters, "alone", 10s);
       if (before.empty()) {
         for (std::size_t m = 0; m < masters.size(); ++m) before.push_back(publishes(masters[m]));
       }
@@ -421,9 +429,7 @@ TEST_CASE("a waiter queued at a gate that dies listens to the others and wakes a
   {
     Client holder(loop.get(), masters.options());
     Client waiter_client(loop.get(), slow_polling(masters.options()));
-    Answer held = try_lock(loop, holder, "gate-dies", 30s);
-    REQUIRE_FALSE(held.error);
-    REQUIRE(loop.run_until([&] { return holders(masters, "{gate-dies}", held.lock.value) == 3; }, 5s));
+    Answer held = try_lock_everywhere(loop, holder, masters, "gate-dies", 30s);
     Waiting waiter(waiter_client, "gate-dies", 10s, 25s);
     std::vector<std::size_t> gate;
     REQUIRE(loop.run_until([&] { return (gate = masters.queued_on("{gate-dies}", 1)).size() == 1; }, 5s));
@@ -813,9 +819,7 @@ TEST_CASE("a wait that ends while the gate does not answer leaves no entry in it
     Options options = masters.options();
     Client holder(loop.get(), options);
     Client waiter_client(loop.get(), options);
-    Answer held = try_lock(loop, holder, "late", 30s);
-    REQUIRE_FALSE(held.error);
-    REQUIRE(loop.run_until([&] { return holders(masters, "{late}", held.lock.value) == 3; }, 5s));
+    Answer held = try_lock_everywhere(loop, holder, masters, "late", 30s);
     std::size_t gate = gate_of("{late}", options);
     bool cancel = GENERATE(false, true);
     Waiting waiter(waiter_client, "late", 10s, cancel ? 20s : 2s);
@@ -874,9 +878,7 @@ TEST_CASE("a waiter queued at a master that stopped being the gate leaves no ent
     Options options = masters.options();
     Client holder(loop.get(), options);
     Client waiter_client(loop.get(), options);
-    Answer held = try_lock(loop, holder, "moved", 30s);
-    REQUIRE_FALSE(held.error);
-    REQUIRE(loop.run_until([&] { return holders(masters, "{moved}", held.lock.value) == 3; }, 5s));
+    Answer held = try_lock_everywhere(loop, holder, masters, "moved", 30s);
     std::size_t gate = gate_of("{moved}", options);
     Options others = options;
     others.masters.erase(others.masters.begin() + static_cast<std::ptrdiff_t>(gate));
@@ -935,9 +937,7 @@ TEST_CASE(
     options.command_timeout = 5s;  // no connection drops during the CLIENT PAUSE below
     Client holder(loop.get(), options);
     Client waiter_client(loop.get(), options);
-    Answer held = try_lock(loop, holder, "slow-gate", 60s);
-    REQUIRE_FALSE(held.error);
-    REQUIRE(loop.run_until([&] { return holders(masters, "{slow-gate}", held.lock.value) == 3; }, 5s));
+    Answer held = try_lock_everywhere(loop, holder, masters, "slow-gate", 60s);
     std::size_t gate = gate_of("{slow-gate}", options);
     Waiting waiter(waiter_client, "slow-gate", 10s, 40s);
     (void)queued_alone(loop, masters, gate, "{slow-gate}");
@@ -971,9 +971,7 @@ TEST_CASE(
     Options options = slow_polling(masters.options());
     Client holder(loop.get(), options);
     Client waiter_client(loop.get(), options);
-    Answer held = try_lock(loop, holder, "gate-down", 60s);
-    REQUIRE_FALSE(held.error);
-    REQUIRE(loop.run_until([&] { return holders(masters, "{gate-down}", held.lock.value) == 3; }, 5s));
+    Answer held = try_lock_everywhere(loop, holder, masters, "gate-down", 60s);
     std::size_t gate = gate_of("{gate-down}", options);
     masters[gate].pause();
     Waiting waiter(waiter_client, "gate-down", 10s, 40s);
@@ -1008,9 +1006,7 @@ TEST_CASE("a Client closed with a queue wake it has not read passes the wake on 
     Client holder(holder_loop.get(), options);
     auto a = std::make_unique<Client>(loop.get(), options);
     Client b(loop.get(), options);
-    Answer held = try_lock(holder_loop, holder, "unread", 30s);
-    REQUIRE_FALSE(held.error);
-    REQUIRE(holder_loop.run_until([&] { return holders(masters, "{unread}", held.lock.value) == 3; }, 5s));
+    Answer held = try_lock_everywhere(holder_loop, holder, masters, "unread", 30s);
     std::size_t gate = gate_of("{unread}", options);
     Waiting wa(*a, "unread", 10s, 25s);
     REQUIRE(loop.run_until([&] { return masters.queued_on("{unread}", 1) == std::vector<std::size_t>{gate}; },
