@@ -91,8 +91,11 @@ const Script unlock{
 
 // Where our value is not at the gate (the gate was down when the lock was
 // taken, or restarted empty) but the key is free there, the queue still hears
-// of the release. A reservation is never written over: the one it names was
-// woken and has not claimed yet.
+// of the release. A reservation is not written over there: the one it names
+// was woken and has not claimed yet. One found beside our own value is stale:
+// reservations are made only while the key is free, so ours was set after it
+// (a plain acquire does not look at it), and the one it names met our key and
+// queued again. It goes, and the head is woken, as after the other unlocks.
 const Script unlock_and_wake{
     "unlock_and_wake",
     "local woken = 0\n"
@@ -103,9 +106,9 @@ const Script unlock_and_wake{
     "  return 0\n"
     "end\n"
     "if redis.call('del', KEYS[1], KEYS[2]) == 1 then return 1 end\n" REDLOCK_TELL_LISTENERS("3")
-    "if redis.call('exists', " REDLOCK_RESERVATION ") == 0 then\n" REDLOCK_WAKE_HEAD(
-        REDLOCK_QUEUE, REDLOCK_RESERVATION, "ARGV[2]") "end\n" REDLOCK_MARK_QUEUE_AGAIN "return 2 + heard + woken\n",
-    "a16ceb42feffc13e1a2efb50def129b03d962a14",
+    "redis.call('del', " REDLOCK_RESERVATION ")\n" REDLOCK_WAKE_HEAD(REDLOCK_QUEUE, REDLOCK_RESERVATION, "ARGV[2]")
+        REDLOCK_MARK_QUEUE_AGAIN "return 2 + heard + woken\n",
+    "2d2af5ba95c28af88c75db00ad1a89d17ac50df0",
     0,
     std::numeric_limits<int>::max(),
     2,
@@ -267,10 +270,11 @@ const Script unlock_shared{
     "  if held then return 1 end\n"
     "  return 0\n"
     "end\n" REDLOCK_PUBLISH_RELEASE
-    "if ARGV[6] == '1' and redis.call('exists', KEYS[3]) == 0 then\n" REDLOCK_WAKE_HEAD("KEYS[2]", "KEYS[3]", "ARGV[5]") "end\n"
+    "if ARGV[6] == '1' then\n"
+    "  redis.call('del', KEYS[3])\n" REDLOCK_WAKE_HEAD("KEYS[2]", "KEYS[3]", "ARGV[5]") "end\n"
     "if not held then return 0 end\n"
     "return 1 + others + woken\n",
-    "c83b565593702500e4489e51bbb71eb5c83777cd",
+    "683d55ed568d1634f50384daa48e884bf5e35581",
     0,
     std::numeric_limits<int>::max(),
     4,
@@ -544,13 +548,13 @@ const Script unlock_all{
     "    mine = mine + 1\n"
     "    local heard = redis.pcall('publish', ARGV[3 + i], ARGV[2])\n"
     "    if type(heard) == 'number' then told = told + heard end\n"
-    "    if redis.call('exists', KEYS[2 * n + i]) == 0 then wake_head(KEYS[i], KEYS[n + i], KEYS[2 * n + i]) "
-    "end\n"
+    "    redis.call('del', KEYS[2 * n + i])\n"
+    "    wake_head(KEYS[i], KEYS[n + i], KEYS[2 * n + i])\n"
     "  end\n"
     "end\n"
     "if mine < n then return 0 end\n"
     "return 1 + told\n",
-    "9be5a24fc2177f09c82279cdfa3ed4493d8bbc29",
+    "daa5537fcf7a925db27e13fb0f001d77069d61dc",
     0,
     std::numeric_limits<int>::max(),
     0,

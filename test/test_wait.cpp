@@ -705,6 +705,51 @@ TEST_CASE("a Client that releases a resource another Client waits for lets the w
   REQUIRE(loop.close());
 }
 
+// Found under ASan in the test above: an unlock decided by the other masters
+// before the gate answered, so the releaser did not know it had woken anyone,
+// and its next try_lock (plain SET NX) took the key the gate had just reserved
+// for the queue's head. The head's claim was refused and it queued again, and
+// the releaser's next unlock woke nobody while the stale reservation lasted.
+TEST_CASE("a waiter whose reserved turn another Client took is woken by that Client's release",
+          "[wait][queue]") {
+  Cluster masters(3);
+  LoopFixture loop;
+  {
+    Options options = masters.options();
+    options.command_timeout = 10s;  // the reservation lasts this long: past the second unlock
+    Client releaser(loop.get(), options);
+    Client waiter_client(loop.get(), slow_polling(masters.options()));
+    std::size_t gate = gate_of("{turn}", options);
+    std::size_t slow = (gate + 1) % 3;
+    Answer held = try_lock_everywhere(loop, releaser, masters, "turn", 30s);
+    Waiting waiter(waiter_client, "turn", 10s, 20s);
+    std::string channel = queued_alone(loop, masters, gate, "{turn}");
+    // The gate runs the unlock (it wakes and reserves for the waiter) and then
+    // the releaser's SET, both written while it was paused, in that order.
+    masters[gate].pause();
+    REQUIRE_FALSE(unlock(loop, releaser, held.lock));
+    Answer again = try_lock(loop, releaser, "turn", 30s);
+    REQUIRE_FALSE(again.error);
+    // With `slow` paused, the gate's refusal of the woken waiter's claim is one
+    // of the two that decide it: the waiter knows it is queued again.
+    masters[slow].pause();
+    masters[gate].resume();
+    REQUIRE(loop.run_until([&] { return queue_at(masters[gate], "{turn}") == channel; }, 5s));
+    REQUIRE(masters[gate].command({"GET", "{turn}"}) == again.lock.value);
+    REQUIRE(masters[gate].command({"EXISTS", "{turn}:reserved"}) == "1");
+    let_it_try(loop);
+    REQUIRE_FALSE(waiter.done());
+    auto released = steady::now();
+    REQUIRE_FALSE(unlock(loop, releaser, again.lock));
+    REQUIRE(loop.run_until([&] { return waiter.done(); }, 5s));
+    REQUIRE_FALSE(waiter.answer->error);
+    CHECK(*waiter.answered_at - released < scaled(500ms));  // woken, not its retry_delay of 10 s
+    masters[slow].resume();
+    CHECK_FALSE(unlock(loop, waiter_client, waiter.answer->lock));
+  }
+  REQUIRE(loop.close());
+}
+
 // Hardening 2, from the review of a SIGSTOPped gate: an attempt written to a
 // paused gate runs when it comes back, after its owner has gone, and leaves a
 // key nobody releases there. It must not turn every waiter away for its ttl.
