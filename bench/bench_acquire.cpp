@@ -35,6 +35,7 @@
 #include <string>
 #include <thread>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include "alloc_counter.hpp"
@@ -195,6 +196,32 @@ class Masters {
     return i < static_cast<int>(servers_.size()) ? servers_[i].get() : nullptr;
   }
 
+  /// Zeroes the first `n` masters' INFO commandstats (ours only: --ports gives none).
+  void reset_stats(int n) {
+    for (int i = 0; i < n && i < static_cast<int>(servers_.size()); ++i)
+      servers_[static_cast<std::size_t>(i)]->command({"CONFIG", "RESETSTAT"});
+  }
+
+  /// The time the first `n` masters spent in commands since reset_stats
+  /// (but INFO and CONFIG, ours), summed, in µs, and how many they ran; {0, 0}
+  /// without ours.
+  std::pair<double, long long> command_time(int n) {
+    double usec = 0;
+    long long calls = 0;
+    for (int i = 0; i < n && i < static_cast<int>(servers_.size()); ++i) {
+      std::istringstream stats(servers_[static_cast<std::size_t>(i)]->command({"INFO", "commandstats"}));
+      std::string line;
+      while (std::getline(stats, line)) {
+        if (line.rfind("cmdstat_", 0) != 0 || line.rfind("cmdstat_info:", 0) == 0 ||
+            line.rfind("cmdstat_config", 0) == 0)
+          continue;
+        calls += std::stoll(line.substr(line.find("calls=") + 6));
+        usec += std::stod(line.substr(line.find(",usec=") + 6));
+      }
+    }
+    return {usec, calls};
+  }
+
  private:
   std::unique_ptr<redlock::test::Certificates> certificates_;  // --tls; outlives the servers
   std::vector<std::unique_ptr<redlock::test::RedisServer>> servers_;
@@ -207,6 +234,10 @@ struct Latency {
   std::vector<double> samples;
   int errors = 0;
   double allocs_per_op = 0;
+  // The masters' own time in commands per cycle, summed over the masters (the
+  // primitives' series: with every master on one CPU it adds to each cycle).
+  double master_us_per_cycle = 0;
+  double commands_per_cycle = 0;
 };
 
 // How a workload takes its lock: try_lock by default.
@@ -581,6 +612,10 @@ class Report {
     line.add("bench", bench).add("impl", impl).add("masters", n).add("rep", rep);
     add_percentiles(line, p).add("iterations", l.samples.size()).add("errors", l.errors);
     if (impl == "redlock-async") line.add("allocs_per_op", l.allocs_per_op);
+    if (l.commands_per_cycle > 0) {
+      master_us_[{bench, impl, n}].push_back(l.master_us_per_cycle);
+      line.add("master_us_per_cycle", l.master_us_per_cycle).add("commands_per_cycle", l.commands_per_cycle);
+    }
     line.add("placement", placement_).print();
   }
 
@@ -617,6 +652,8 @@ class Report {
       }
       auto one = runs_.find({key.bench, key.impl, 1});
       if (one != runs_.end() && key.masters != 1) line.add("p50_vs_n1", m.p50 / median_of(one->second).p50);
+      auto spent = master_us_.find(key);
+      if (spent != master_us_.end()) line.add("master_us_per_cycle", bench::median(spent->second));
       line.add("placement", placement_).print();
     }
     for (const auto& [key, rates] : rates_) {
@@ -659,6 +696,7 @@ class Report {
   std::string placement_;
   std::map<Key, std::vector<Percentiles>> runs_;
   std::map<Key, std::vector<double>> rates_;
+  std::map<Key, std::vector<double>> master_us_;  // the primitives' master time per cycle
 };
 
 int run(const Settings& s) {
@@ -734,9 +772,15 @@ int run(const Settings& s) {
     };
     for (int rep = 1; rep <= s.repeat; ++rep) {
       for (int n : s.ns) {
-        for (const auto& [name, take] : takes)
-          report.latency("acquire_unlock", name, n, rep,
-                         async_latency(masters.options(n), s.warmup, s.iterations, true, take));
+        for (const auto& [name, take] : takes) {
+          masters.reset_stats(n);
+          Latency l = async_latency(masters.options(n), s.warmup, s.iterations, true, take);
+          auto [usec, calls] = masters.command_time(n);
+          double cycles = s.warmup + s.iterations;
+          l.master_us_per_cycle = usec / cycles;
+          l.commands_per_cycle = static_cast<double>(calls) / cycles;
+          report.latency("acquire_unlock", name, n, rep, l);
+        }
       }
     }
     report.summary();
