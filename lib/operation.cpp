@@ -156,14 +156,10 @@ std::shared_ptr<const Command> Operation::unlock_command(std::string_view value,
   if (multi()) {
     // Every master wakes the heads of the queues it keeps (each key's gate).
     std::vector<std::string> argv = keys_;
-    for (auto* helper : {keys::queue, keys::reservation}) {
-      for (const std::string& key : keys_) argv.push_back(helper(key));
-    }
     argv.emplace_back(value);
     argv.emplace_back(message);
     argv.push_back(std::to_string(context_.options.command_timeout.count()));
-    for (const std::string& key : keys_) argv.push_back(keys::release_channel(key));
-    return Command::script_over(scripts::unlock_all, 3 * keys_.size(), argv);
+    return Command::script_over(scripts::unlock_all, keys_.size(), argv);
   }
   if (lock_.shared)
     return Command::script(scripts::unlock_shared,

@@ -524,9 +524,12 @@ const Script acquire_all{
     true,
 };
 
+// As unlock: where no marker says someone listens or queues, a key's
+// release is its compare-and-delete; where one does, it also publishes the
+// release and wakes the head of the key's queue (the helpers' names are
+// made here: passing them would cost every unlock).
 const Script unlock_all{
     "unlock_all",
-    "local n = #KEYS / 3\n"
     "local function wake_head(key, queue, reserved)\n"
     "  for _ = 1, 1000 do\n"
     "    local head = redis.call('zrange', queue, 0, 0)[1]\n"
@@ -542,19 +545,25 @@ const Script unlock_all{
     "end\n"
     "local mine = 0\n"
     "local told = 0\n"
-    "for i = 1, n do\n"
-    "  if redis.call('get', KEYS[i]) == ARGV[1] then\n"
-    "    redis.call('del', KEYS[i])\n"
+    "for _, key in ipairs(KEYS) do\n"
+    "  if redis.call('get', key) == ARGV[1] then\n"
     "    mine = mine + 1\n"
-    "    local heard = redis.pcall('publish', ARGV[3 + i], ARGV[2])\n"
-    "    if type(heard) == 'number' then told = told + heard end\n"
-    "    redis.call('del', KEYS[2 * n + i])\n"
-    "    wake_head(KEYS[i], KEYS[n + i], KEYS[2 * n + i])\n"
+    "    local marker = key .. ':listening'\n"
+    "    if redis.call('del', key, marker) == 2 then\n"
+    "      local heard = redis.pcall('publish', key .. ':released', ARGV[2])\n"
+    "      if type(heard) == 'number' then told = told + heard end\n"
+    "      local queue = key .. ':queue'\n"
+    "      local reserved = key .. ':reserved'\n"
+    "      redis.call('del', reserved)\n"
+    "      wake_head(key, queue, reserved)\n"
+    "      local queued = redis.call('pttl', queue)\n"
+    "      if queued > 0 then redis.call('set', marker, '1', 'PX', queued) end\n"
+    "    end\n"
     "  end\n"
     "end\n"
-    "if mine < n then return 0 end\n"
+    "if mine < #KEYS then return 0 end\n"
     "return 1 + told\n",
-    "daa5537fcf7a925db27e13fb0f001d77069d61dc",
+    "d317f01546c5ab12d2c39bc9cc2cd7521b1cc378",
     0,
     std::numeric_limits<int>::max(),
     0,

@@ -183,11 +183,10 @@ extern const Script renew_shared;
 /// holders hold a key, it marks a writer waiting there.
 extern const Script acquire_all;
 
-/// KEYS: n lock keys, their queues, their reservations; ARGV[1] value,
-/// ARGV[2] message, ARGV[3] reservation ms, ARGV[4..n+3] the release
-/// channels: deletes each key that holds our value, publishes its release
-/// and wakes the head of its queue (as unlock_and_wake). 1 + the listeners
-/// told when all n were ours, else 0.
+/// KEYS: n lock keys; ARGV[1] value, ARGV[2] message, ARGV[3] reservation
+/// ms: deletes each key that holds our value, and where its listening
+/// marker was, publishes its release and wakes the head of its queue (as
+/// unlock_and_wake). 1 + the listeners told when all n were ours, else 0.
 extern const Script unlock_all;
 
 /// KEYS: n lock keys; ARGV[1] value, ARGV[2] ttl: renews all if all are ours (1), else 0.

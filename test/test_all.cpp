@@ -184,6 +184,61 @@ TEST_CASE("with fencing, a lock_all's token is above every earlier token of each
   REQUIRE(loop.close());
 }
 
+TEST_CASE("a lock_all's unlock nobody listens for publishes nothing and leaves nothing", "[all]") {
+  Cluster masters(3);
+  LoopFixture loop;
+  {
+    Client client(loop.get(), masters.options());
+    std::vector<long long> before;  // the connections' ACL probe publishes once
+    for (int i = 0; i < 3; ++i) {
+      Answer held = lock_all(loop, client, {"x", "y"}, 10s, 0ms);
+      REQUIRE_FALSE(held.error);
+      REQUIRE(held_everywhere(masters, "{y}", held.lock.value));
+      if (before.empty()) {
+        for (std::size_t m = 0; m < masters.size(); ++m) before.push_back(publishes(masters[m]));
+      }
+      REQUIRE_FALSE(unlock(loop, client, held.lock));
+      REQUIRE(gone_everywhere(masters, "{x}", held.lock.value));
+      REQUIRE(gone_everywhere(masters, "{y}", held.lock.value));
+    }
+    for (std::size_t m = 0; m < masters.size(); ++m) {
+      INFO("master " << m);
+      CHECK(publishes(masters[m]) == before[m]);
+      CHECK(masters[m].command({"KEYS", "*"}).empty());
+    }
+  }
+  REQUIRE(loop.close());
+}
+
+TEST_CASE("a waiter queued for one of a lock_all's resources is woken by its unlock at once", "[all]") {
+  Cluster masters(3);
+  LoopFixture loop;
+  {
+    Client holder(loop.get(), masters.options());
+    Options polling_slowly = masters.options();
+    polling_slowly.retry_delay = 10s;
+    polling_slowly.retry_jitter = 0ms;
+    Client waiter(loop.get(), polling_slowly);
+    Answer held = lock_all(loop, holder, {"p", "q"}, 30s, 0ms);
+    REQUIRE_FALSE(held.error);
+    REQUIRE(held_everywhere(masters, "{q}", held.lock.value));
+    auto answer = std::make_shared<Answer>();
+    waiter.lock("q", 10s, 20s, [answer](std::error_code e, Lock l) {
+      ++answer->calls;
+      answer->error = e;
+      answer->lock = std::move(l);
+    });
+    REQUIRE(loop.run_until([&] { return masters.queued_on("{q}", 1).size() == 1; }, 5s));
+    auto released = steady::now();
+    REQUIRE_FALSE(unlock(loop, holder, held.lock));
+    REQUIRE(loop.run_until([&] { return answer->calls > 0; }, 5s));
+    REQUIRE_FALSE(answer->error);
+    CHECK(steady::now() - released < scaled(500ms));  // woken, not its retry_delay of 10 s
+    CHECK_FALSE(unlock(loop, waiter, answer->lock));
+  }
+  REQUIRE(loop.close());
+}
+
 TEST_CASE("lock_all refuses bad resource lists with invalid_argument", "[all]") {
   Cluster masters(1);
   LoopFixture loop;

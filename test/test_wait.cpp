@@ -343,14 +343,6 @@ TEST_CASE("a key's releases are heard from a majority of the masters, the same o
   REQUIRE(loop.close());
 }
 
-// How many PUBLISHes a master ran, its scripts' included (INFO commandstats).
-long long publishes(RedisServer& master) {
-  std::string stats = master.command({"INFO", "commandstats"});
-  auto at = stats.find("cmdstat_publish:calls=");
-  if (at == std::string::npos) return 0;
-  return std::stoll(stats.substr(at + std::string("cmdstat_publish:calls=").size()));
-}
-
 TEST_CASE("an unlock nobody listens for is a compare-and-delete: nothing published, nothing left", "[wait]") {
   Cluster masters(3);
   LoopFixture loop;

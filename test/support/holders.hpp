@@ -41,4 +41,12 @@ inline bool held_nowhere(Cluster& masters, const std::string& key) {
   });
 }
 
+/// How many PUBLISHes a master ran, its scripts' included (INFO commandstats).
+inline long long publishes(RedisServer& master) {
+  std::string stats = master.command({"INFO", "commandstats"});
+  auto at = stats.find("cmdstat_publish:calls=");
+  if (at == std::string::npos) return 0;
+  return std::stoll(stats.substr(at + std::string("cmdstat_publish:calls=").size()));
+}
+
 }  // namespace redlock::test
