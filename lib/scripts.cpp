@@ -47,6 +47,31 @@ static_assert(shared_mark == REDLOCK_SHARED_MARK);
   "  end\n"                                                               \
   "end\n"
 
+// A reservation found beside our own value was made while the key was free,
+// before our SET (which did not look at it). The Client it names was woken
+// and has either met our key and queued again, or not claimed yet: either
+// way the turn stays its own. It is taken out of the queue, woken again and
+// its reservation renewed; only where nobody hears that (its subscriber is
+// gone) does the turn go to the head of the queue. Sets `woken` as
+// REDLOCK_WAKE_HEAD does.
+#define REDLOCK_WAKE_RESERVED_OR_HEAD(queue, reservation, ms)   \
+  "local reserved = redis.call('get', " reservation             \
+  ")\n"                                                         \
+  "if reserved then\n"                                          \
+  "  redis.call('zrem', " queue                                 \
+  ", reserved)\n"                                               \
+  "  local again = redis.pcall('publish', reserved, KEYS[1])\n" \
+  "  if type(again) == 'number' and again > 0 then\n"           \
+  "    redis.call('set', " reservation ", reserved, 'PX', " ms  \
+  ")\n"                                                         \
+  "    woken = 1\n"                                             \
+  "  else\n"                                                    \
+  "    redis.call('del', " reservation                          \
+  ")\n"                                                         \
+  "  end\n"                                                     \
+  "end\n"                                                       \
+  "if woken == 0 then\n" REDLOCK_WAKE_HEAD(queue, reservation, ms) "end\n"
+
 // The unlock scripts' release message: `others` is how many other Clients
 // heard it (ARGV[4] is 1 when our own subscriber is among them).
 #define REDLOCK_PUBLISH_RELEASE                   \
@@ -92,10 +117,8 @@ const Script unlock{
 // Where our value is not at the gate (the gate was down when the lock was
 // taken, or restarted empty) but the key is free there, the queue still hears
 // of the release. A reservation is not written over there: the one it names
-// was woken and has not claimed yet. One found beside our own value is stale:
-// reservations are made only while the key is free, so ours was set after it
-// (a plain acquire does not look at it), and the one it names met our key and
-// queued again. It goes, and the head is woken, as after the other unlocks.
+// was woken and has not claimed yet. One found beside our own value keeps
+// its turn (REDLOCK_WAKE_RESERVED_OR_HEAD).
 const Script unlock_and_wake{
     "unlock_and_wake",
     "local woken = 0\n"
@@ -106,9 +129,9 @@ const Script unlock_and_wake{
     "  return 0\n"
     "end\n"
     "if redis.call('del', KEYS[1], KEYS[2]) == 1 then return 1 end\n" REDLOCK_TELL_LISTENERS("3")
-    "redis.call('del', " REDLOCK_RESERVATION ")\n" REDLOCK_WAKE_HEAD(REDLOCK_QUEUE, REDLOCK_RESERVATION, "ARGV[2]")
+    REDLOCK_WAKE_RESERVED_OR_HEAD(REDLOCK_QUEUE, REDLOCK_RESERVATION, "ARGV[2]")
         REDLOCK_MARK_QUEUE_AGAIN "return 2 + heard + woken\n",
-    "2d2af5ba95c28af88c75db00ad1a89d17ac50df0",
+    "0cbdb1ca1bb3c8b8204450a9f5790718e935825e",
     0,
     std::numeric_limits<int>::max(),
     2,
@@ -270,16 +293,16 @@ const Script unlock_shared{
     "  if held then return 1 end\n"
     "  return 0\n"
     "end\n" REDLOCK_PUBLISH_RELEASE
-    "if ARGV[6] == '1' then\n"
-    "  redis.call('del', KEYS[3])\n" REDLOCK_WAKE_HEAD("KEYS[2]", "KEYS[3]", "ARGV[5]") "end\n"
+    "if ARGV[6] == '1' then\n" REDLOCK_WAKE_RESERVED_OR_HEAD("KEYS[2]", "KEYS[3]", "ARGV[5]") "end\n"
     "if not held then return 0 end\n"
     "return 1 + others + woken\n",
-    "683d55ed568d1634f50384daa48e884bf5e35581",
+    "16cd9d143d0fb0ca69c32ff5fb6426b45080a41f",
     0,
     std::numeric_limits<int>::max(),
     4,
 };
 
+#undef REDLOCK_WAKE_RESERVED_OR_HEAD
 #undef REDLOCK_WAKE_HEAD
 #undef REDLOCK_PUBLISH_RELEASE
 #undef REDLOCK_PUBLISH
@@ -526,8 +549,9 @@ const Script acquire_all{
 
 // As unlock: where no marker says someone listens or queues, a key's
 // release is its compare-and-delete; where one does, it also publishes the
-// release and wakes the head of the key's queue (the helpers' names are
-// made here: passing them would cost every unlock).
+// release and wakes the Client a reservation names, else the head of the
+// key's queue, as unlock_and_wake (the helpers' names are made here:
+// passing them would cost every unlock).
 const Script unlock_all{
     "unlock_all",
     "local function wake_head(key, queue, reserved)\n"
@@ -543,6 +567,18 @@ const Script unlock_all{
     "    end\n"
     "  end\n"
     "end\n"
+    "local function wake_reserved(key, queue, reservation)\n"
+    "  local reserved = redis.call('get', reservation)\n"
+    "  if not reserved then return false end\n"
+    "  redis.call('zrem', queue, reserved)\n"
+    "  local again = redis.pcall('publish', reserved, key)\n"
+    "  if type(again) == 'number' and again > 0 then\n"
+    "    redis.call('set', reservation, reserved, 'PX', ARGV[3])\n"
+    "    return true\n"
+    "  end\n"
+    "  redis.call('del', reservation)\n"
+    "  return false\n"
+    "end\n"
     "local mine = 0\n"
     "local told = 0\n"
     "for _, key in ipairs(KEYS) do\n"
@@ -553,9 +589,8 @@ const Script unlock_all{
     "      local heard = redis.pcall('publish', key .. ':released', ARGV[2])\n"
     "      if type(heard) == 'number' then told = told + heard end\n"
     "      local queue = key .. ':queue'\n"
-    "      local reserved = key .. ':reserved'\n"
-    "      redis.call('del', reserved)\n"
-    "      wake_head(key, queue, reserved)\n"
+    "      local reservation = key .. ':reserved'\n"
+    "      if not wake_reserved(key, queue, reservation) then wake_head(key, queue, reservation) end\n"
     "      local queued = redis.call('pttl', queue)\n"
     "      if queued > 0 then redis.call('set', marker, '1', 'PX', queued) end\n"
     "    end\n"
@@ -563,7 +598,7 @@ const Script unlock_all{
     "end\n"
     "if mine < #KEYS then return 0 end\n"
     "return 1 + told\n",
-    "d317f01546c5ab12d2c39bc9cc2cd7521b1cc378",
+    "e2c36a4d67a670d441e1dcb98476b6c4bee8d141",
     0,
     std::numeric_limits<int>::max(),
     0,

@@ -7,6 +7,7 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "rendezvous.hpp"
@@ -697,12 +698,26 @@ TEST_CASE("a Client that releases a resource another Client waits for lets the w
   REQUIRE(loop.close());
 }
 
+// Two Clients queued at the gate of `key`, `first` before `second`: their
+// wake channels. The queue is then made to live a minute.
+std::pair<std::string, std::string> queued_two(LoopFixture& loop, Cluster& masters, std::size_t gate,
+                                               const std::string& key) {
+  REQUIRE(loop.run_until([&] { return masters.queued_on(key, 2) == std::vector<std::size_t>{gate}; }, 5s));
+  std::string both = queue_at(masters[gate], key);
+  auto space = both.find(' ');
+  REQUIRE(space != std::string::npos);
+  REQUIRE(masters[gate].command({"PEXPIRE", key + ":queue", "60000"}) == "1");
+  return {both.substr(0, space), both.substr(space + 1)};
+}
+
 // Found under ASan in the test above: an unlock decided by the other masters
 // before the gate answered, so the releaser did not know it had woken anyone,
 // and its next try_lock (plain SET NX) took the key the gate had just reserved
-// for the queue's head. The head's claim was refused and it queued again, and
-// the releaser's next unlock woke nobody while the stale reservation lasted.
-TEST_CASE("a waiter whose reserved turn another Client took is woken by that Client's release",
+// for the queue's head. The head's claim was refused and it queued again, at
+// the back; the releaser's next unlock then woke nobody while the reservation
+// lasted (and, once it woke someone, helper-18's review found, the one now
+// at the head, not the one whose turn it was).
+TEST_CASE("a waiter whose reserved turn another Client took is served next, before those queued after it",
           "[wait][queue]") {
   Cluster masters(3);
   LoopFixture loop;
@@ -710,34 +725,87 @@ TEST_CASE("a waiter whose reserved turn another Client took is woken by that Cli
     Options options = masters.options();
     options.command_timeout = 10s;  // the reservation lasts this long: past the second unlock
     Client releaser(loop.get(), options);
-    Client waiter_client(loop.get(), slow_polling(masters.options()));
+    Client first_client(loop.get(), slow_polling(masters.options()));
+    Client second_client(loop.get(), slow_polling(masters.options()));
     std::size_t gate = gate_of("{turn}", options);
     std::size_t slow = (gate + 1) % 3;
     Answer held = try_lock_everywhere(loop, releaser, masters, "turn", 30s);
-    Waiting waiter(waiter_client, "turn", 10s, 20s);
-    std::string channel = queued_alone(loop, masters, gate, "{turn}");
-    // The gate runs the unlock (it wakes and reserves for the waiter) and then
+    Waiting first(first_client, "turn", 10s, 20s);
+    std::string first_channel = queued_alone(loop, masters, gate, "{turn}");
+    let_it_try(loop);  // a later score
+    Waiting second(second_client, "turn", 10s, 20s);
+    REQUIRE(queued_two(loop, masters, gate, "{turn}").first == first_channel);
+    // The gate runs the unlock (it wakes and reserves for `first`) and then
     // the releaser's SET, both written while it was paused, in that order.
     masters[gate].pause();
     REQUIRE_FALSE(unlock(loop, releaser, held.lock));
     Answer again = try_lock(loop, releaser, "turn", 30s);
     REQUIRE_FALSE(again.error);
     // With `slow` paused, the gate's refusal of the woken waiter's claim is one
-    // of the two that decide it: the waiter knows it is queued again.
+    // of the two that decide it: it knows it is queued again.
     masters[slow].pause();
     masters[gate].resume();
-    REQUIRE(loop.run_until([&] { return queue_at(masters[gate], "{turn}") == channel; }, 5s));
+    REQUIRE(loop.run_until([&] { return masters[gate].command({"ZCARD", "{turn}:queue"}) == "2"; }, 5s));
     REQUIRE(masters[gate].command({"GET", "{turn}"}) == again.lock.value);
-    REQUIRE(masters[gate].command({"EXISTS", "{turn}:reserved"}) == "1");
+    REQUIRE(masters[gate].command({"GET", "{turn}:reserved"}) == first_channel);
     let_it_try(loop);
-    REQUIRE_FALSE(waiter.done());
+    REQUIRE_FALSE(first.done());
     auto released = steady::now();
     REQUIRE_FALSE(unlock(loop, releaser, again.lock));
-    REQUIRE(loop.run_until([&] { return waiter.done(); }, 5s));
-    REQUIRE_FALSE(waiter.answer->error);
-    CHECK(*waiter.answered_at - released < scaled(500ms));  // woken, not its retry_delay of 10 s
+    REQUIRE(loop.run_until([&] { return first.done(); }, 5s));
+    REQUIRE_FALSE(first.answer->error);
+    CHECK(*first.answered_at - released < scaled(500ms));  // woken, not its retry_delay of 10 s
+    CHECK_FALSE(second.done());
     masters[slow].resume();
-    CHECK_FALSE(unlock(loop, waiter_client, waiter.answer->lock));
+    CHECK_FALSE(unlock(loop, first_client, first.answer->lock));
+    REQUIRE(loop.run_until([&] { return second.done(); }, 5s));
+    REQUIRE_FALSE(second.answer->error);
+    CHECK_FALSE(unlock(loop, second_client, second.answer->lock));
+  }
+  REQUIRE(loop.close());
+}
+
+// helper-18's review: the try_lock's SET and its unlock both reach the gate
+// after the release that reserved the key for the queue's head and before
+// that head's claim. The reservation is live: the head keeps its turn and the
+// next in the queue is not woken.
+TEST_CASE("an unlock that reaches the gate before the woken head claims wakes that head, nobody else",
+          "[wait][queue]") {
+  Cluster masters(3);
+  LoopFixture loop;
+  {
+    Options options = masters.options();
+    options.command_timeout = 10s;
+    Client releaser(loop.get(), options);
+    Client first_client(loop.get(), slow_polling(masters.options()));
+    Client second_client(loop.get(), slow_polling(masters.options()));
+    std::size_t gate = gate_of("{early}", options);
+    Answer held = try_lock_everywhere(loop, releaser, masters, "early", 30s);
+    Waiting first(first_client, "early", 10s, 20s);
+    (void)queued_alone(loop, masters, gate, "{early}");
+    let_it_try(loop);
+    Waiting second(second_client, "early", 10s, 20s);
+    (void)queued_two(loop, masters, gate, "{early}");
+    REQUIRE(attempts_over(loop, second_client, [] { return true; }));
+    std::uint64_t second_asked = votes_asked(second_client);
+    // At the gate, in this order: the release (it wakes and reserves for
+    // `first`), the try_lock's SET and its unlock; then first's claim.
+    masters[gate].pause();
+    REQUIRE_FALSE(unlock(loop, releaser, held.lock));
+    Answer again = try_lock(loop, releaser, "early", 30s);
+    REQUIRE_FALSE(again.error);
+    REQUIRE_FALSE(unlock(loop, releaser, again.lock));
+    masters[gate].resume();
+    REQUIRE(loop.run_until([&] { return first.done(); }, 5s));
+    REQUIRE_FALSE(first.answer->error);
+    CHECK(held_everywhere(masters, "{early}", first.answer->lock.value));
+    let_it_try(loop);
+    CHECK_FALSE(second.done());
+    CHECK(votes_asked(second_client) == second_asked);  // not woken
+    CHECK_FALSE(unlock(loop, first_client, first.answer->lock));
+    REQUIRE(loop.run_until([&] { return second.done(); }, 5s));
+    REQUIRE_FALSE(second.answer->error);
+    CHECK_FALSE(unlock(loop, second_client, second.answer->lock));
   }
   REQUIRE(loop.close());
 }
