@@ -244,6 +244,8 @@ const Script wake_next{
   "  return until_ms ~= false and tonumber(until_ms) >= now\n"           \
   "end\n"
 
+// The first shared holder (the key was free) is the last one too: the key
+// and its holders expire with its ttl, without settle's reads.
 const Script acquire_shared{
     "acquire_shared",
     REDLOCK_SHARED_PRELUDE
@@ -266,12 +268,19 @@ const Script acquire_shared{
     "  if redis.call('exists', KEYS[4]) == 1 then return {0, 0} end\n"
     "  if reserved and reserved ~= ARGV[5] then return {0, 0} end\n"
     "end\n"
-    "if not current then redis.call('del', KEYS[2]) end\n"
-    "redis.call('zadd', KEYS[2], now + tonumber(ARGV[2]), ARGV[1])\n"
-    "settle(KEYS[1], KEYS[2])\n"
+    "if current then\n"
+    "  redis.call('zadd', KEYS[2], now + tonumber(ARGV[2]), ARGV[1])\n"
+    "  settle(KEYS[1], KEYS[2])\n"
+    "else\n"
+    "  redis.call('del', KEYS[2])\n"
+    "  redis.call('zadd', KEYS[2], now + tonumber(ARGV[2]), ARGV[1])\n"
+    "  redis.call('set', KEYS[1], '" REDLOCK_SHARED_MARK
+    "', 'PX', ARGV[2])\n"
+    "  redis.call('pexpire', KEYS[2], ARGV[2])\n"
+    "end\n"
     "if reserved and reserved == ARGV[5] then redis.call('del', KEYS[5]) end\n"
     "return {1, counter}\n",
-    "2e05e3f71199808c2e7611a692c9f0ebd451c9ee",
+    "0faace84cea74da68985572d65cd8f286c533950",
     -std::numeric_limits<int>::max(),
     1,
     5,

@@ -197,8 +197,17 @@ TEST_CASE("extend, keep and unlock of a shared lock act on its own hold only", "
     Client a(loop.get(), masters.options());
     Client b(loop.get(), masters.options());
     Answer longer = try_lock_shared(loop, a, "table", 2s);
-    Answer shorter = try_lock_shared(loop, b, "table", 2s);
     REQUIRE_FALSE(longer.error);
+    // The first holder's ttl is the key's and its holders': both expire.
+    REQUIRE(held_everywhere(masters, "{table}", "redlock:shared"));
+    for (std::size_t m = 0; m < masters.size(); ++m) {
+      INFO("master " << m);
+      CHECK(masters[m].pttl("{table}") > 0);
+      CHECK(masters[m].pttl("{table}") <= 2000);
+      CHECK(masters[m].pttl("{table}:shared") > 0);
+      CHECK(masters[m].pttl("{table}:shared") <= 2000);
+    }
+    Answer shorter = try_lock_shared(loop, b, "table", 2s);
     REQUIRE_FALSE(shorter.error);
 
     Answer extended = extend(loop, a, longer.lock, 30s);
