@@ -560,7 +560,11 @@ const Script acquire_all{
 // release is its compare-and-delete; where one does, it also publishes the
 // release and wakes the Client a reservation names, else the head of the
 // key's queue, as unlock_and_wake (the helpers' names are made here:
-// passing them would cost every unlock).
+// passing them would cost every unlock). Also as unlock_and_wake, a key
+// free where our value is not (this master was down when we took it, or
+// restarted empty) wakes the head of its queue, unless reserved, or the
+// message is a failed attempt's clean-up (partial: '~' first), which the
+// head would meet the same holder after.
 const Script unlock_all{
     "unlock_all",
     "local function wake_head(key, queue, reserved)\n"
@@ -590,8 +594,13 @@ const Script unlock_all{
     "end\n"
     "local mine = 0\n"
     "local told = 0\n"
+    "local partial = string.sub(ARGV[2], 1, 1) == '~'\n"
     "for _, key in ipairs(KEYS) do\n"
-    "  if redis.call('get', key) == ARGV[1] then\n"
+    "  local current = redis.call('get', key)\n"
+    "  if current == false and not partial then\n"
+    "    local reservation = key .. ':reserved'\n"
+    "    if redis.call('exists', reservation) == 0 then wake_head(key, key .. ':queue', reservation) end\n"
+    "  elseif current == ARGV[1] then\n"
     "    mine = mine + 1\n"
     "    local marker = key .. ':listening'\n"
     "    if redis.call('del', key, marker) == 2 then\n"
@@ -607,7 +616,7 @@ const Script unlock_all{
     "end\n"
     "if mine < #KEYS then return 0 end\n"
     "return 1 + told\n",
-    "e2c36a4d67a670d441e1dcb98476b6c4bee8d141",
+    "ef841d865ceef727dc23e815b8bcc47dcb72b708",
     0,
     std::numeric_limits<int>::max(),
     0,
