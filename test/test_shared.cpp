@@ -413,6 +413,62 @@ TEST_CASE("a Lock whose value is the shared mark is refused: it would end every 
   REQUIRE(loop.close());
 }
 
+// helper-19's review: a writer refused by shared holders on one master (the
+// readers' gate) and granted by the others holds the lock; its mark stayed
+// on that master and, after the writer's unlock, kept every reader out at the
+// gate until it expired, with nothing to wake them then.
+TEST_CASE("a writer that took the lock leaves no mark that keeps readers out after its unlock",
+          "[shared][all]") {
+  Cluster masters(3);
+  LoopFixture loop;
+  {
+    Options options = masters.options();
+    options.retry_delay = 50ms;  // the writer asks again soon, and all masters after two gate refusals
+    Client holder(loop.get(), options);
+    Client writer(loop.get(), options);
+    Client reader(loop.get(), masters.options());
+    std::size_t gate = gate_of("{book}", options);
+    Answer reading = try_lock_shared(loop, holder, "book", 30s);
+    REQUIRE_FALSE(reading.error);
+    Waiting waiting_writer;
+    SECTION("a writer's lock()") {
+      waiting_writer = lock_exclusive(writer, "book", 10s, 20s);
+    }
+    SECTION("a lock_all") {
+      waiting_writer.id = writer.lock_all({"book", "shelf"}, 10s, 20s, waiting_writer.callback());
+    }
+    REQUIRE(loop.run_until(
+        [&] {
+          for (std::size_t m = 0; m < masters.size(); ++m) {
+            if (masters[m].command({"EXISTS", "{book}:writer-waiting"}) != "1") return false;
+          }
+          return true;
+        },
+        5s));
+    // The shared hold is gone from every master but the gate (as if they had
+    // restarted empty): the writer wins them and is refused at the gate.
+    for (std::size_t m = 0; m < masters.size(); ++m) {
+      if (m != gate) REQUIRE(masters[m].command({"DEL", "{book}", "{book}:shared"}) == "2");
+    }
+    REQUIRE(loop.run_until([&] { return waiting_writer.done(); }, 5s));
+    REQUIRE_FALSE(waiting_writer.answer->error);
+    REQUIRE(masters[gate].command({"GET", "{book}"}) == "redlock:shared");
+    REQUIRE(masters[gate].command({"DEL", "{book}", "{book}:shared"}) ==
+            "2");  // the reader's hold ends there too
+    REQUIRE_FALSE(unlock(loop, writer, waiting_writer.answer->lock));
+    REQUIRE(gone_everywhere(masters, "{book}", waiting_writer.answer->lock.value));
+    // (The mark lasts retry_delay + jitter + 1 s: it would still be there.)
+    for (std::size_t m = 0; m < masters.size(); ++m) {
+      INFO("master " << m);
+      CHECK(masters[m].command({"EXISTS", "{book}:writer-waiting"}) == "0");
+    }
+    Answer next_reading = try_lock_shared(loop, reader, "book", 10s);
+    CHECK_FALSE(next_reading.error);
+    if (!next_reading.error) CHECK_FALSE(unlock(loop, reader, next_reading.lock));
+  }
+  REQUIRE(loop.close());
+}
+
 TEST_CASE("a writer that stops waiting takes its mark away, and the readers it kept out get in at once",
           "[shared]") {
   Cluster masters(3);

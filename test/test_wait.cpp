@@ -49,16 +49,6 @@ struct Waiting {
   bool done() const { return answer->calls > 0; }
 };
 
-// The gate master of `key` among `options.masters` (what Waiters::gate picks
-// when every master votes).
-std::size_t gate_of(const std::string& key, const Options& options) {
-  std::size_t gate = 0;
-  for (std::size_t i = 1; i < options.masters.size(); ++i) {
-    if (rendezvous_rank(key, options.masters[i]) > rendezvous_rank(key, options.masters[gate])) gate = i;
-  }
-  return gate;
-}
-
 // The members of `key`'s wait queue on `master`, space-separated ("" when empty).
 std::string queue_at(RedisServer& master, const std::string& key) {
   return master.command({"ZRANGE", key + ":queue", "0", "-1"});

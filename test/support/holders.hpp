@@ -10,6 +10,7 @@
 
 #include "cluster.hpp"
 #include "eventually.hpp"
+#include "rendezvous.hpp"
 
 namespace redlock::test {
 
@@ -39,6 +40,16 @@ inline bool held_nowhere(Cluster& masters, const std::string& key) {
     }
     return true;
   });
+}
+
+/// The gate master of `key` among `options.masters` (what Waiters::gate picks
+/// when every master votes).
+inline std::size_t gate_of(const std::string& key, const Options& options) {
+  std::size_t gate = 0;
+  for (std::size_t i = 1; i < options.masters.size(); ++i) {
+    if (rendezvous_rank(key, options.masters[i]) > rendezvous_rank(key, options.masters[gate])) gate = i;
+  }
+  return gate;
 }
 
 /// How many PUBLISHes a master ran, its scripts' included (INFO commandstats).
