@@ -78,7 +78,6 @@ void AllCall::on_answer(std::error_code error, Lock lock) {
   if (canceled_) return answer(make_error_code(errc::canceled), {});
   if (error != errc::not_acquired && error != errc::unavailable) return answer(error, {});
   last_ = error;
-  refused_ = true;
   // A wait that ran out says timeout; a single attempt (wait 0) says what it met.
   if (left_ms() == 0)
     return answer(error == errc::not_acquired && !once_ ? make_error_code(errc::timeout) : error, {});
@@ -113,9 +112,6 @@ void AllCall::answer(std::error_code error, Lock lock, bool later) {
   auto self = shared_from_this();  // all_call_done() drops the host's reference
   if (error && error != errc::closed && tried_ && !once_) {
     for (const auto& watch : watches_) host_.writer_gone(watch->key, lock_.value);
-  }
-  if (!error && refused_ && !once_) {
-    for (const auto& watch : watches_) host_.writer_won(watch->key);
   }
   unwatch();
   timer_.close();

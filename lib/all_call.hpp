@@ -53,9 +53,6 @@ class AllHost {
   /// It stopped waiting without the lock: the writer-waiting marks its
   /// attempts set go (Operation::writer_gone).
   virtual void writer_gone(const std::string& key, const std::string& value) = 0;
-  /// It took the lock after a refusal: the marks its attempts left where
-  /// they were refused go (Operation::writer_won).
-  virtual void writer_won(const std::string& key) = 0;
 };
 
 class AllCall : public std::enable_shared_from_this<AllCall> {
@@ -109,7 +106,6 @@ class AllCall : public std::enable_shared_from_this<AllCall> {
   long long free_in_ms_ = -1;  // the last refusal's: when the holders' keys expire
   bool canceled_ = false;
   bool tried_ = false;
-  bool refused_ = false;  // an attempt failed: it may have marked writers waiting
   std::error_code last_;
 };
 

@@ -206,7 +206,6 @@ class Client::Impl final : public Context, public PermitHost, public AllHost {
   void writer_gone(const std::string& key, const std::string& value) override {
     Operation::writer_gone(*this, key, value);
   }
-  void writer_won(const std::string& key) override { Operation::writer_won(*this, key); }
   Waiters& waiters_of_client() override { return waiters; }
   uv_loop_t* event_loop() const override { return loop; }
   void post_answer(std::function<void()> fn) override { post(std::move(fn)); }

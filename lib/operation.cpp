@@ -560,7 +560,6 @@ void Operation::attempt_failed(errc error, const Outcome* outcome, bool release)
   if (release) release_everywhere(lock_.value, outcome == nullptr || !outcome->reached);
   if (told_free_in && outcome && outcome->free_in_ms >= 0) told_free_in(outcome->free_in_ms);
   last_error_ = error;
-  refused_ = true;
   if (attempts_left_ <= 0) {
     finish(error);
     return;
@@ -638,17 +637,8 @@ void Operation::writer_gone(Context& context, const std::string& key, std::strin
   }
 }
 
-void Operation::writer_won(Context& context, const std::string& key) {
-  auto command = Command::plain({"DEL", keys::writer_waiting(key)});
-  for (const auto& m : context.masters) {
-    m->send(command, {});
-    m->flush();
-  }
-}
-
 void Operation::finish(std::error_code error) {
   if (waiting_ && !lock_.shared && error && error != errc::closed) writer_gone(context_, key_, lock_.value);
-  if (waiting_ && !lock_.shared && !error && refused_ && kind_ == Kind::acquire) writer_won(context_, key_);
   if (extends()) {
     if (std::error_code instead = context_.extension_decided(lock_, error)) error = instead;
   }

@@ -138,11 +138,6 @@ class Operation final : public Waiters::Waiter {
   /// A waiting writer of `key` (value `value`) stopped waiting without the
   /// lock: its writer-waiting mark goes, and the shared waiters hear it.
   static void writer_gone(Context& context, const std::string& key, std::string_view value);
-  /// A waiting writer of `key` that was refused took the lock: a
-  /// writer-waiting mark it left where it was refused would keep the shared
-  /// waiters out after its unlock, until it expires. It goes, unpublished
-  /// (our key keeps them out meanwhile, and its unlock wakes them).
-  static void writer_won(Context& context, const std::string& key);
 
   void wake(std::string_view message) override;
   void recheck() override;
@@ -206,7 +201,6 @@ class Operation final : public Waiters::Waiter {
   bool woken_ = false;
   bool by_release_ = false;      // the next attempt was started by a release
   bool tried_ = false;           // an attempt was made: the next goes through the gate
-  bool refused_ = false;         // an attempt failed: it may have marked a writer waiting
   bool claiming_ = false;        // the attempt in flight claims a reservation
   bool reserved_ = false;        // the queue woke us: the gate keeps the key for us
   bool passed_gate_ = false;     // the attempt in flight passed the gate

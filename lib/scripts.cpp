@@ -10,9 +10,28 @@ static_assert(shared_mark == REDLOCK_SHARED_MARK);
 
 // An exclusive waiter refused (`current`: the lock key's value) because
 // shared holders hold the key marks that a writer waits, for `ms` ms: new
-// shared holders are refused while the mark lasts (writer preference).
+// shared holders are refused while the mark lasts (writer preference). The
+// mark holds the writer's value (ARGV[1]): if the writer takes the lock on
+// the other masters, its unlock takes the mark away (REDLOCK_UNMARK_OURS).
 #define REDLOCK_MARK_WRITER_WAITING(marker, ms) \
-  "if current == '" REDLOCK_SHARED_MARK "' then redis.call('set', " marker ", '1', 'PX', " ms ") end\n"
+  "if current == '" REDLOCK_SHARED_MARK "' then redis.call('set', " marker ", ARGV[1], 'PX', " ms ") end\n"
+
+// An unlock where the key does not hold our value: a writer-waiting mark of
+// ours there (we were refused by shared holders on this master and took the
+// lock on the others) goes, and the readers it kept out hear it, as they
+// would the writer giving up (unmark_writer). Not for a failed attempt's
+// clean-up (its message is partial, '~' first): that writer still waits.
+#define REDLOCK_UNMARK_OURS(key, message)                 \
+  "if string.sub(" message                                \
+  ", 1, 1) ~= '~' then\n"                                 \
+  "  local writer_mark = " key                            \
+  " .. ':writer-waiting'\n"                               \
+  "  if redis.call('get', writer_mark) == ARGV[1] then\n" \
+  "    redis.call('del', writer_mark)\n"                  \
+  "    redis.pcall('publish', " key                       \
+  " .. ':released', ARGV[1])\n"                           \
+  "  end\n"                                               \
+  "end\n"
 
 // A PUBLISH that fails (an ACL user without the channel, see docs/errors.md) must not
 // fail the script after it deleted: pcall, and a refused one counts as heard
@@ -105,10 +124,12 @@ static_assert(shared_mark == REDLOCK_SHARED_MARK);
 // queue there (this master was the gate to another Client) keeps its marker.
 const Script unlock{
     "unlock",
-    "if redis.call('get', KEYS[1]) ~= ARGV[1] then return 0 end\n"
+    "if redis.call('get', KEYS[1]) ~= ARGV[1] then\n" REDLOCK_UNMARK_OURS("KEYS[1]", "(ARGV[2] or ARGV[1])")
+    "  return 0\n"
+    "end\n"
     "if redis.call('del', KEYS[1], KEYS[2]) == 1 then return 1 end\n" REDLOCK_TELL_LISTENERS("2")
         REDLOCK_MARK_QUEUE_AGAIN "return 2 + heard\n",
-    "29f68be23287a6c707dd46213937607c848808e1",
+    "ade30a0365d3baf6a7709897a7c82a12d25fa8b6",
     0,
     std::numeric_limits<int>::max(),
     2,
@@ -125,13 +146,13 @@ const Script unlock_and_wake{
     "local current = redis.call('get', KEYS[1])\n"
     "if current ~= ARGV[1] then\n"
     "  if current == false and redis.call('exists', " REDLOCK_RESERVATION ") == 0 then\n" REDLOCK_WAKE_HEAD(
-        REDLOCK_QUEUE, REDLOCK_RESERVATION, "ARGV[2]") "  end\n"
+        REDLOCK_QUEUE, REDLOCK_RESERVATION, "ARGV[2]") "  end\n" REDLOCK_UNMARK_OURS("KEYS[1]", "(ARGV[3] or ARGV[1])")
     "  return 0\n"
     "end\n"
     "if redis.call('del', KEYS[1], KEYS[2]) == 1 then return 1 end\n" REDLOCK_TELL_LISTENERS("3")
     REDLOCK_WAKE_RESERVED_OR_HEAD(REDLOCK_QUEUE, REDLOCK_RESERVATION, "ARGV[2]")
         REDLOCK_MARK_QUEUE_AGAIN "return 2 + heard + woken\n",
-    "0cbdb1ca1bb3c8b8204450a9f5790718e935825e",
+    "21cf588dfe0cb9f54506fe305f773ecec70aaf48",
     0,
     std::numeric_limits<int>::max(),
     2,
@@ -155,7 +176,7 @@ const Script acquire{
     "local left = redis.call('pttl', KEYS[1])\n"
     "if left < 0 then return 0 end\n"
     "return -left - 1\n",
-    "bc52cdf2ac63b25d156740400a02bc1ab1295328",
+    "1549ef71d7634622387b262973ca4781e155d924",
     -std::numeric_limits<int>::max(),
     1,
     2,
@@ -187,7 +208,7 @@ const Script acquire_or_queue{
     "  " REDLOCK_MARK_LISTENING("KEYS[5]", "redis.call('pttl', KEYS[2])")
     "end\n"
     "return -left - 1\n",
-    "5bf46a5906165b9d4d6981405c040da046e6fab4",
+    "5cff8b2c02809310b952d25fbf86c76e809354de",
     -std::numeric_limits<int>::max(),
     1,
     5,
@@ -383,7 +404,7 @@ const Script acquire_fenced{
     "local left = redis.call('pttl', KEYS[1])\n"
     "if left < 0 then return {0, 0} end\n"
     "return {-left - 1, 0}\n",
-    "f178d97b44e8fc2485ed46981250a9c4ce19e674",
+    "6b6338d51476c9797b5d523801c1da9dc651abd8",
     -std::numeric_limits<int>::max(),
     1,
     3,
@@ -535,7 +556,7 @@ const Script acquire_all{
     "    left = redis.call('pttl', KEYS[i])\n"
     "    if left < 0 then return {0, 0} end\n"
     "    if ARGV[3] ~= '0' and current == '" REDLOCK_SHARED_MARK "' then\n"
-    "      redis.call('set', KEYS[2 * n + i], '1', 'PX', ARGV[3])\n"
+    "      redis.call('set', KEYS[2 * n + i], ARGV[1], 'PX', ARGV[3])\n"
     "    end\n"
     "  elseif redis.call('exists', KEYS[n + i]) == 1 then\n"
     "    left = redis.call('pttl', KEYS[n + i])\n"
@@ -549,7 +570,7 @@ const Script acquire_all{
     "  if ARGV[3] ~= '0' then redis.call('del', KEYS[2 * n + i]) end\n"
     "end\n"
     "return {1, counter}\n",
-    "0441756b05c2c574788482a83cb7838e64f7b36c",
+    "9b594affb6c2d8ff222d6f69ecc57655c231215c",
     -std::numeric_limits<int>::max(),
     1,
     0,
@@ -597,9 +618,16 @@ const Script unlock_all{
     "local partial = string.sub(ARGV[2], 1, 1) == '~'\n"
     "for _, key in ipairs(KEYS) do\n"
     "  local current = redis.call('get', key)\n"
-    "  if current == false and not partial then\n"
-    "    local reservation = key .. ':reserved'\n"
-    "    if redis.call('exists', reservation) == 0 then wake_head(key, key .. ':queue', reservation) end\n"
+    "  if current ~= ARGV[1] and not partial then\n"
+    "    if current == false then\n"
+    "      local reservation = key .. ':reserved'\n"
+    "      if redis.call('exists', reservation) == 0 then wake_head(key, key .. ':queue', reservation) end\n"
+    "    end\n"
+    "    local writer_mark = key .. ':writer-waiting'\n"
+    "    if redis.call('get', writer_mark) == ARGV[1] then\n"
+    "      redis.call('del', writer_mark)\n"
+    "      redis.pcall('publish', key .. ':released', ARGV[1])\n"
+    "    end\n"
     "  elseif current == ARGV[1] then\n"
     "    mine = mine + 1\n"
     "    local marker = key .. ':listening'\n"
@@ -616,7 +644,7 @@ const Script unlock_all{
     "end\n"
     "if mine < #KEYS then return 0 end\n"
     "return 1 + told\n",
-    "ef841d865ceef727dc23e815b8bcc47dcb72b708",
+    "79f745fc17c37dab92a49c3bcce77458787362d7",
     0,
     std::numeric_limits<int>::max(),
     0,
@@ -744,6 +772,7 @@ const Script unmark_writer{
 
 #undef REDLOCK_RAISE_COUNTER
 #undef REDLOCK_SHARED_PRELUDE
+#undef REDLOCK_UNMARK_OURS
 #undef REDLOCK_MARK_WRITER_WAITING
 #undef REDLOCK_MARK_LISTENING
 #undef REDLOCK_SHARED_MARK

@@ -416,7 +416,8 @@ TEST_CASE("a Lock whose value is the shared mark is refused: it would end every 
 // helper-19's review: a writer refused by shared holders on one master (the
 // readers' gate) and granted by the others holds the lock; its mark stayed
 // on that master and, after the writer's unlock, kept every reader out at the
-// gate until it expired, with nothing to wake them then.
+// gate until it expired, with nothing to wake them then. (The writer asks all
+// masters here after two gate refusals; the next test wins at once.)
 TEST_CASE("a writer that took the lock leaves no mark that keeps readers out after its unlock",
           "[shared][all]") {
   Cluster masters(3);
@@ -465,6 +466,57 @@ TEST_CASE("a writer that took the lock leaves no mark that keeps readers out aft
     Answer next_reading = try_lock_shared(loop, reader, "book", 10s);
     CHECK_FALSE(next_reading.error);
     if (!next_reading.error) CHECK_FALSE(unlock(loop, reader, next_reading.lock));
+  }
+  REQUIRE(loop.close());
+}
+
+// helper-20's review: as above, but the writer wins on its first attempt (no
+// refusal before it), while the readers' gate still has a shared hold (the
+// reader's unlock has not reached it yet).
+TEST_CASE("a writer that won at once beside a reader's last hold leaves no mark after its unlock",
+          "[shared][all]") {
+  Cluster masters(3);
+  LoopFixture loop;
+  {
+    Options options = masters.options();
+    options.retry_delay = 10s;  // only a release can let the next reader in soon
+    options.retry_jitter = 0ms;
+    Client holder(loop.get(), options);
+    Client writer(loop.get(), options);
+    Client reader(loop.get(), options);
+    std::size_t gate = gate_of("{book}", options);
+    Answer reading = try_lock_shared(loop, holder, "book", 30s);
+    REQUIRE_FALSE(reading.error);
+    REQUIRE(eventually([&] { return with_holders(masters, "book") == 3; }));
+    // The reader's unlock has reached every master but the gate.
+    for (std::size_t m = 0; m < masters.size(); ++m) {
+      if (m != gate) REQUIRE(masters[m].command({"DEL", "{book}", "{book}:shared"}) == "2");
+    }
+    Waiting waiting_writer;
+    SECTION("a writer's lock()") {
+      waiting_writer = lock_exclusive(writer, "book", 10s, 20s);
+    }
+    SECTION("a lock_all") {
+      waiting_writer.id = writer.lock_all({"book", "shelf"}, 10s, 20s, waiting_writer.callback());
+    }
+    REQUIRE(loop.run_until([&] { return waiting_writer.done(); }, 5s));
+    REQUIRE_FALSE(waiting_writer.answer->error);
+    // The gate refused it and marked a writer waiting; then the reader's
+    // unlock reaches the gate too.
+    REQUIRE(eventually([&] { return masters[gate].command({"EXISTS", "{book}:writer-waiting"}) == "1"; }));
+    REQUIRE(masters[gate].command({"DEL", "{book}", "{book}:shared"}) == "2");
+    REQUIRE_FALSE(unlock(loop, writer, waiting_writer.answer->lock));
+    REQUIRE(gone_everywhere(masters, "{book}", waiting_writer.answer->lock.value));
+    for (std::size_t m = 0; m < masters.size(); ++m) {
+      INFO("master " << m);
+      CHECK(masters[m].command({"EXISTS", "{book}:writer-waiting"}) == "0");
+    }
+    auto asked = steady::now();
+    Waiting next_reading = lock_shared(reader, "book", 10s, 3s);
+    REQUIRE(loop.run_until([&] { return next_reading.done(); }, 5s));
+    CHECK_FALSE(next_reading.answer->error);
+    CHECK(steady::now() - asked < scaled(1s));
+    if (!next_reading.answer->error) CHECK_FALSE(unlock(loop, reader, next_reading.answer->lock));
   }
   REQUIRE(loop.close());
 }
