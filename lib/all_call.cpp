@@ -110,7 +110,7 @@ void AllCall::answer(std::error_code error, Lock lock, bool later) {
   auto answer = std::exchange(answer_, nullptr);
   if (!answer) return;
   auto self = shared_from_this();  // all_call_done() drops the host's reference
-  if (error && error != errc::closed && tried_ && !once_) {
+  if (error && tried_ && !once_) {
     for (const auto& watch : watches_) host_.writer_gone(watch->key, lock_.value);
   }
   unwatch();

@@ -529,7 +529,7 @@ void Operation::on_fenced(const Outcome& outcome, TimePoint valid_until) {
     // token, and the lock counts as not taken (or lost).
     errc error = outcome.reached ? errc::unavailable : outcome.error;
     if (kind_ == Kind::acquire) {
-      release_everywhere(lock_.value);  // we held a majority: a release, not a partial one
+      release_everywhere(lock_.value, release_of_attempt(true));  // we held a majority: not a partial one
       attempt_failed(error, nullptr, false);
     } else {
       lost(error == errc::unavailable ? errc::unavailable : errc::not_held);
@@ -557,7 +557,7 @@ void Operation::note_queue(const Outcome& outcome) {
 void Operation::attempt_failed(errc error, const Outcome* outcome, bool release) {
   // Keys of an attempt that reached no majority were no lock: their release
   // is marked partial (see wake()).
-  if (release) release_everywhere(lock_.value, outcome == nullptr || !outcome->reached);
+  if (release) release_everywhere(lock_.value, release_of_attempt(outcome != nullptr && outcome->reached));
   if (told_free_in && outcome && outcome->free_in_ms >= 0) told_free_in(outcome->free_in_ms);
   last_error_ = error;
   if (attempts_left_ <= 0) {
@@ -607,12 +607,23 @@ void Operation::lost(errc error) {
   finish(error);
 }
 
+// A failed attempt's keys: a minority (partial), or a majority that came too
+// late; a writer that waits may try again, and keeps its marks meanwhile.
+Operation::Release Operation::release_of_attempt(bool reached) const {
+  if (!reached) return Release::partial;
+  bool writer = !lock_.shared && (waiting_ || marks_writer);
+  return writer ? Release::still_waiting : Release::lock;
+}
+
 // Sent to every master, including those that have not answered: a command
 // that timed out may still have run, and a late yes must not leave our key.
 // Written now, before the caller hears of the failure; a master that is down
 // gets it when it comes back, within release_patience().
-void Operation::release_everywhere(std::string_view value, bool partial) {
-  std::string message = partial ? Waiters::partial_release(value) : std::string(value);
+void Operation::release_everywhere(std::string_view value, Release what) {
+  bool partial = what == Release::partial;
+  std::string message = partial                          ? Waiters::partial_release(value)
+                        : what == Release::still_waiting ? Waiters::waiting_release(value)
+                                                         : std::string(value);
   auto command = unlock_command(value, message, false, false);
   // After an attempt that passed the gate and met a holder's majority, the
   // queue's head must not be woken: it would meet the same holder, and its
@@ -625,9 +636,8 @@ void Operation::release_everywhere(std::string_view value, bool partial) {
 }
 
 // A writer that stops waiting without the lock takes its mark away, so the
-// shared waiters it kept out try again now rather than when it expires. (A
-// mark other writers renewed goes too: they set it again at their next
-// refusal.)
+// shared waiters it kept out try again now rather than when it expires. A
+// mark another writer set since (it holds that writer's value) stays.
 void Operation::writer_gone(Context& context, const std::string& key, std::string_view value) {
   auto command =
       Command::script(scripts::unmark_writer, {keys::writer_waiting(key), keys::release_channel(key), value});
@@ -712,6 +722,8 @@ void Operation::cancel() {
   // released: the caller still holds the lock it had, valid until its
   // valid_until, and must not find it deleted under it.
   if (round_ && kind_ == Kind::acquire) release_everywhere(lock_.value);
+  // A writer that waited may have marked the masters: its marks go too.
+  if (waiting_ && tried_ && !lock_.shared && kind_ == Kind::acquire) writer_gone(context_, key_, lock_.value);
   round_.reset();
   retry_timer_.close();
   enlisted_ = false;  // the client is closing: no line to leave, nobody to wake

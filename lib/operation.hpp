@@ -172,7 +172,12 @@ class Operation final : public Waiters::Waiter {
   void answer_waited(errc last);
   void lost(errc error);
   milliseconds release_patience() const;
-  void release_everywhere(std::string_view value, bool partial = false);
+  /// What a release of our keys is: a lock's, a failed attempt's minority
+  /// (partial), or a lock's whose writer goes on waiting (it keeps its
+  /// writer-waiting marks).
+  enum class Release { lock, partial, still_waiting };
+  void release_everywhere(std::string_view value, Release what = Release::lock);
+  Release release_of_attempt(bool reached) const;
   void finish(std::error_code error);
   std::error_code check_on_arrival(const Lock& lock);
   void count(std::error_code answer);

@@ -20,10 +20,11 @@ static_assert(shared_mark == REDLOCK_SHARED_MARK);
 // ours there (we were refused by shared holders on this master and took the
 // lock on the others) goes, and the readers it kept out hear it, as they
 // would the writer giving up (unmark_writer). Not for a failed attempt's
-// clean-up (its message is partial, '~' first): that writer still waits.
+// clean-up, whose writer still waits: its message starts '~' (partial) or
+// '+' (Waiters::waiting_release).
 #define REDLOCK_UNMARK_OURS(key, message)                 \
-  "if string.sub(" message                                \
-  ", 1, 1) ~= '~' then\n"                                 \
+  "if string.find('~+', string.sub(" message              \
+  ", 1, 1), 1, true) == nil then\n"                       \
   "  local writer_mark = " key                            \
   " .. ':writer-waiting'\n"                               \
   "  if redis.call('get', writer_mark) == ARGV[1] then\n" \
@@ -129,7 +130,7 @@ const Script unlock{
     "end\n"
     "if redis.call('del', KEYS[1], KEYS[2]) == 1 then return 1 end\n" REDLOCK_TELL_LISTENERS("2")
         REDLOCK_MARK_QUEUE_AGAIN "return 2 + heard\n",
-    "ade30a0365d3baf6a7709897a7c82a12d25fa8b6",
+    "65c1d9feb96c4f30337a7b581ef95ed27322cecc",
     0,
     std::numeric_limits<int>::max(),
     2,
@@ -152,7 +153,7 @@ const Script unlock_and_wake{
     "if redis.call('del', KEYS[1], KEYS[2]) == 1 then return 1 end\n" REDLOCK_TELL_LISTENERS("3")
     REDLOCK_WAKE_RESERVED_OR_HEAD(REDLOCK_QUEUE, REDLOCK_RESERVATION, "ARGV[2]")
         REDLOCK_MARK_QUEUE_AGAIN "return 2 + heard + woken\n",
-    "21cf588dfe0cb9f54506fe305f773ecec70aaf48",
+    "0ac40126248a792987e1cbc1715521511efd22fa",
     0,
     std::numeric_limits<int>::max(),
     2,
@@ -585,7 +586,8 @@ const Script acquire_all{
 // free where our value is not (this master was down when we took it, or
 // restarted empty) wakes the head of its queue, unless reserved, or the
 // message is a failed attempt's clean-up (partial: '~' first), which the
-// head would meet the same holder after.
+// head would meet the same holder after; and there a writer-waiting mark of
+// ours goes (REDLOCK_UNMARK_OURS's rule).
 const Script unlock_all{
     "unlock_all",
     "local function wake_head(key, queue, reserved)\n"
@@ -616,6 +618,7 @@ const Script unlock_all{
     "local mine = 0\n"
     "local told = 0\n"
     "local partial = string.sub(ARGV[2], 1, 1) == '~'\n"
+    "local still_waiting = partial or string.sub(ARGV[2], 1, 1) == '+'\n"
     "for _, key in ipairs(KEYS) do\n"
     "  local current = redis.call('get', key)\n"
     "  if current ~= ARGV[1] and not partial then\n"
@@ -624,7 +627,7 @@ const Script unlock_all{
     "      if redis.call('exists', reservation) == 0 then wake_head(key, key .. ':queue', reservation) end\n"
     "    end\n"
     "    local writer_mark = key .. ':writer-waiting'\n"
-    "    if redis.call('get', writer_mark) == ARGV[1] then\n"
+    "    if not still_waiting and redis.call('get', writer_mark) == ARGV[1] then\n"
     "      redis.call('del', writer_mark)\n"
     "      redis.pcall('publish', key .. ':released', ARGV[1])\n"
     "    end\n"
@@ -644,7 +647,7 @@ const Script unlock_all{
     "end\n"
     "if mine < #KEYS then return 0 end\n"
     "return 1 + told\n",
-    "79f745fc17c37dab92a49c3bcce77458787362d7",
+    "6e77a3020199193449fc91f93dbdd7bf9996d950",
     0,
     std::numeric_limits<int>::max(),
     0,
@@ -762,10 +765,11 @@ const Script read_leader{
 
 const Script unmark_writer{
     "unmark_writer",
-    "if redis.call('del', KEYS[1]) == 0 then return 0 end\n"
+    "if redis.call('get', KEYS[1]) ~= ARGV[2] then return 0 end\n"
+    "redis.call('del', KEYS[1])\n"
     "redis.pcall('publish', ARGV[1], ARGV[2])\n"
     "return 1\n",
-    "a29328a7c86654c6e51153daf39b59c08a20bdd9",
+    "73752fc660f9df52f0cd92da3b1ec3ca8be80e64",
     0,
     1,
 };

@@ -211,10 +211,11 @@ extern const Script renew_all;
 /// its PTTL, the counter or "0", the queue's size, the live shared holders}.
 extern const Script read_holder;
 
-/// KEYS[1] writer-waiting mark, ARGV[1] release channel, ARGV[2] message:
-/// a writer stopped waiting (canceled, timed out): deletes the mark and, if
-/// there was one, publishes the message so the shared waiters it kept out
-/// try again now. 1 when it deleted, else 0.
+/// KEYS[1] writer-waiting mark, ARGV[1] release channel, ARGV[2] the
+/// writer's value: a writer stopped waiting (canceled, timed out, its
+/// Client closed): deletes the mark if it is this writer's and then
+/// publishes the value, so the shared waiters it kept out try again now.
+/// 1 when it deleted, else 0.
 extern const Script unmark_writer;
 
 // Election: beside the election's lock key, its "leader" helper says who

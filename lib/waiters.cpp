@@ -17,6 +17,7 @@ constexpr std::uint64_t contended_ms = 1000;
 // Past this many remembered contended keys, those whose time passed are forgotten.
 constexpr std::size_t contended_to_keep = 64;
 constexpr char partial_mark = '~';  // never in a value (base64url)
+constexpr char waiting_mark = '+';  // nor this
 // Past this many remembered yields, those whose time passed are forgotten.
 constexpr std::size_t yields_to_keep = 64;
 // How long a key stays subscribed after its last waiter left: long enough
@@ -74,8 +75,15 @@ bool Waiters::is_partial(std::string_view message) {
   return !message.empty() && message.front() == partial_mark;
 }
 
+std::string Waiters::waiting_release(std::string_view value) {
+  std::string message(1, waiting_mark);
+  message += value;
+  return message;
+}
+
 std::string_view Waiters::released_value(std::string_view message) {
-  return is_partial(message) ? message.substr(1) : message;
+  bool marked = !message.empty() && (message.front() == partial_mark || message.front() == waiting_mark);
+  return marked ? message.substr(1) : message;
 }
 
 void Waiters::enlist(const std::string& key, Waiter& waiter) {
@@ -477,7 +485,8 @@ void Waiters::on_message(const Master& subscriber, std::string_view channel, std
   if (listening(key)) mark(key, subscriber.index());
   // Another owner unlocked it after us: the others had their turn.
   auto yield = yields_.find(key);
-  if (yield != yields_.end() && !is_partial(message) && yield->second.value != message) yields_.erase(yield);
+  if (yield != yields_.end() && !is_partial(message) && yield->second.value != released_value(message))
+    yields_.erase(yield);
   tell_watchers(key, message);
   // Queued: the queue wakes us in turn; waking for every release is the herd.
   if (is_queued(key)) return;

@@ -130,6 +130,10 @@ class Waiters {
   /// refused by a majority (a holder) need not wake for it.
   static std::string partial_release(std::string_view value);
   static bool is_partial(std::string_view message);
+  /// A release (a majority of keys, so not partial) by a writer that goes on
+  /// waiting (its round came too late): the unlock keeps the writer's
+  /// writer-waiting mark, which its own unlock of a held lock deletes.
+  static std::string waiting_release(std::string_view value);
   /// What a waiter is woken with when the queue at its gate woke this Client
   /// (the gate keeps the key for it a moment): never a value (base64url) or
   /// a partial release.

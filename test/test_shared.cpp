@@ -521,6 +521,107 @@ TEST_CASE("a writer that won at once beside a reader's last hold leaves no mark 
   REQUIRE(loop.close());
 }
 
+// helper-21's review: a waiting writer whose round reached a majority too
+// late (here its clock jumps 200 ms at each reading, past its 100 ms ttl)
+// releases its keys; that release is not its unlock, and the writer, still
+// waiting, keeps its mark at the readers' gate, where a reader's last hold
+// lingers.
+TEST_CASE("a writer whose round reached a majority too late keeps its mark while it still waits",
+          "[shared][all]") {
+  Cluster masters(3);
+  LoopFixture loop;
+  {
+    Options options = masters.options();
+    options.retry_delay = 10s;
+    options.retry_jitter = 0ms;
+    auto slow = std::make_shared<bool>(false);
+    auto ticks = std::make_shared<long long>(0);
+    Options writer_options = options;
+    writer_options.retry_delay = 300ms;  // it asks every master again after two gate refusals
+    writer_options.clock = [slow, ticks] {
+      if (!*slow) return steady::now();
+      return steady::now() + std::chrono::duration_cast<steady::duration>(200ms * ++*ticks);
+    };
+    Client holder(loop.get(), options);
+    Client writer(loop.get(), writer_options);
+    Client reader(loop.get(), options);
+    std::size_t gate = gate_of("{book}", options);
+    Answer reading = try_lock_shared(loop, holder, "book", 30s);
+    REQUIRE_FALSE(reading.error);
+    REQUIRE(eventually([&] { return with_holders(masters, "book") == 3; }));
+    // The reader's unlock has reached every master but the gate.
+    for (std::size_t m = 0; m < masters.size(); ++m) {
+      if (m != gate) REQUIRE(masters[m].command({"DEL", "{book}", "{book}:shared"}) == "2");
+    }
+    REQUIRE_FALSE(try_lock(loop, writer, "warm", 1s).error);  // its connections are up
+    *slow = true;
+    Waiting waiting_writer;
+    SECTION("a writer's lock()") {
+      waiting_writer.id = writer.lock("book", 100ms, 20s, waiting_writer.callback());
+    }
+    SECTION("a lock_all") {
+      waiting_writer.id = writer.lock_all({"book", "shelf"}, 100ms, 20s, waiting_writer.callback());
+    }
+    // Its rounds decide too late, and their keys are released, several times.
+    (void)loop.run_until([&] { return waiting_writer.done(); }, 1500ms);
+    REQUIRE_FALSE(waiting_writer.done());
+    REQUIRE(masters[gate].command({"GET", "{book}"}) == "redlock:shared");
+    CHECK(masters[gate].command({"EXISTS", "{book}:writer-waiting"}) == "1");
+    Waiting next_reading;
+    next_reading.id = reader.lock_shared("book", 10s, 2s, next_reading.callback());
+    REQUIRE(loop.run_until([&] { return next_reading.done() || waiting_writer.done(); }, 4s));
+    CHECK_FALSE(waiting_writer.done());
+    CHECK(next_reading.answer->error == errc::timeout);  // kept out while the writer waits
+    if (next_reading.done() && !next_reading.answer->error) unlock(loop, reader, next_reading.answer->lock);
+    writer.cancel(waiting_writer.id);
+    REQUIRE(loop.run_until([&] { return waiting_writer.done(); }, 2s));
+  }
+  REQUIRE(loop.close());
+}
+
+// helper-21's review: closing the Client of a writer that waits between
+// attempts left its marks until they expired, the readers kept out meanwhile.
+TEST_CASE("a waiting writer whose Client closes takes its marks away", "[shared][all]") {
+  Cluster masters(3);
+  LoopFixture loop;
+  {
+    Options options = masters.options();
+    options.retry_delay = 10s;
+    options.retry_jitter = 0ms;
+    Client holder(loop.get(), options);
+    Client reader(loop.get(), options);
+    Answer reading = try_lock_shared(loop, holder, "book", 30s);
+    REQUIRE_FALSE(reading.error);
+    {
+      Client writer(loop.get(), options);
+      Waiting waiting_writer;
+      SECTION("a writer's lock()") {
+        waiting_writer.id = writer.lock("book", 10s, 20s, waiting_writer.callback());
+      }
+      SECTION("a lock_all") {
+        waiting_writer.id = writer.lock_all({"book", "shelf"}, 10s, 20s, waiting_writer.callback());
+      }
+      REQUIRE(loop.run_until(
+          [&] {
+            for (std::size_t m = 0; m < masters.size(); ++m) {
+              if (masters[m].command({"EXISTS", "{book}:writer-waiting"}) != "1") return false;
+            }
+            return true;
+          },
+          5s));
+    }
+    for (std::size_t m = 0; m < masters.size(); ++m) {
+      INFO("master " << m);
+      CHECK(eventually([&] { return masters[m].command({"EXISTS", "{book}:writer-waiting"}) == "0"; }));
+    }
+    Answer next_reading = try_lock_shared(loop, reader, "book", 10s);
+    CHECK_FALSE(next_reading.error);
+    if (!next_reading.error) CHECK_FALSE(unlock(loop, reader, next_reading.lock));
+    CHECK_FALSE(unlock(loop, holder, reading.lock));
+  }
+  REQUIRE(loop.close());
+}
+
 TEST_CASE("a writer that stops waiting takes its mark away, and the readers it kept out get in at once",
           "[shared]") {
   Cluster masters(3);
