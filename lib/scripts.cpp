@@ -10,11 +10,22 @@ static_assert(shared_mark == REDLOCK_SHARED_MARK);
 
 // An exclusive waiter refused (`current`: the lock key's value) because
 // shared holders hold the key marks that a writer waits, for `ms` ms: new
-// shared holders are refused while the mark lasts (writer preference). The
-// mark holds the writer's value (ARGV[1]): if the writer takes the lock on
-// the other masters, its unlock takes the mark away (REDLOCK_UNMARK_OURS).
-#define REDLOCK_MARK_WRITER_WAITING(marker, ms) \
-  "if current == '" REDLOCK_SHARED_MARK "' then redis.call('set', " marker ", ARGV[1], 'PX', " ms ") end\n"
+// shared holders are refused while a mark lasts (writer preference). The
+// marks are a sorted set of the writers' values (ARGV[1]), each scored by
+// the master time its mark runs out: each writer takes away only its own
+// (a writer that gives up, or, where it took the lock on the other masters,
+// its unlock: REDLOCK_UNMARK_OURS).
+#define REDLOCK_MARK_WRITER_WAITING(marker, ms)                                      \
+  "if current == '" REDLOCK_SHARED_MARK                                              \
+  "' then\n"                                                                         \
+  "  local mark_ms = tonumber(" ms                                                   \
+  ")\n"                                                                              \
+  "  local clock = redis.call('time')\n"                                             \
+  "  redis.call('zadd', " marker                                                     \
+  ", clock[1] * 1000 + math.floor(clock[2] / 1000) + mark_ms, ARGV[1])\n"            \
+  "  if redis.call('pttl', " marker ") < mark_ms then redis.call('pexpire', " marker \
+  ", mark_ms) end\n"                                                                 \
+  "end\n"
 
 // An unlock where the key does not hold our value: a writer-waiting mark of
 // ours there (we were refused by shared holders on this master and took the
@@ -22,16 +33,15 @@ static_assert(shared_mark == REDLOCK_SHARED_MARK);
 // would the writer giving up (unmark_writer). Not for a failed attempt's
 // clean-up, whose writer still waits: its message starts '~' (partial) or
 // '+' (Waiters::waiting_release).
-#define REDLOCK_UNMARK_OURS(key, message)                 \
-  "if string.find('~+', string.sub(" message              \
-  ", 1, 1), 1, true) == nil then\n"                       \
-  "  local writer_mark = " key                            \
-  " .. ':writer-waiting'\n"                               \
-  "  if redis.call('get', writer_mark) == ARGV[1] then\n" \
-  "    redis.call('del', writer_mark)\n"                  \
-  "    redis.pcall('publish', " key                       \
-  " .. ':released', ARGV[1])\n"                           \
-  "  end\n"                                               \
+#define REDLOCK_UNMARK_OURS(key, message)                     \
+  "if string.find('~+', string.sub(" message                  \
+  ", 1, 1), 1, true) == nil then\n"                           \
+  "  local writer_mark = " key                                \
+  " .. ':writer-waiting'\n"                                   \
+  "  if redis.call('zrem', writer_mark, ARGV[1]) == 1 then\n" \
+  "    redis.pcall('publish', " key                           \
+  " .. ':released', ARGV[1])\n"                               \
+  "  end\n"                                                   \
   "end\n"
 
 // A PUBLISH that fails (an ACL user without the channel, see docs/errors.md) must not
@@ -130,7 +140,7 @@ const Script unlock{
     "end\n"
     "if redis.call('del', KEYS[1], KEYS[2]) == 1 then return 1 end\n" REDLOCK_TELL_LISTENERS("2")
         REDLOCK_MARK_QUEUE_AGAIN "return 2 + heard\n",
-    "65c1d9feb96c4f30337a7b581ef95ed27322cecc",
+    "b643e16bf7d50aa09772ec537b32d80c818327e8",
     0,
     std::numeric_limits<int>::max(),
     2,
@@ -153,7 +163,7 @@ const Script unlock_and_wake{
     "if redis.call('del', KEYS[1], KEYS[2]) == 1 then return 1 end\n" REDLOCK_TELL_LISTENERS("3")
     REDLOCK_WAKE_RESERVED_OR_HEAD(REDLOCK_QUEUE, REDLOCK_RESERVATION, "ARGV[2]")
         REDLOCK_MARK_QUEUE_AGAIN "return 2 + heard + woken\n",
-    "0ac40126248a792987e1cbc1715521511efd22fa",
+    "5ab3033eaa04920bfe7aa9e31900b81dc9313706",
     0,
     std::numeric_limits<int>::max(),
     2,
@@ -168,7 +178,7 @@ const Script unlock_and_wake{
 const Script acquire{
     "acquire",
     "if redis.call('set', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then\n"
-    "  redis.call('del', KEYS[2])\n"
+    "  redis.call('zrem', KEYS[2], ARGV[1])\n"
     "  return 1\n"
     "end\n"
     "local current = redis.call('get', KEYS[1])\n"
@@ -177,7 +187,7 @@ const Script acquire{
     "local left = redis.call('pttl', KEYS[1])\n"
     "if left < 0 then return 0 end\n"
     "return -left - 1\n",
-    "1549ef71d7634622387b262973ca4781e155d924",
+    "092ce7207d61387c9b60c25f586989ea5311667b",
     -std::numeric_limits<int>::max(),
     1,
     2,
@@ -193,7 +203,7 @@ const Script acquire_or_queue{
     "  if redis.call('set', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then\n"
     "    if reserved then redis.call('del', KEYS[3]) end\n"
     "    if ARGV[3] ~= '' then redis.call('zrem', KEYS[2], ARGV[3]) end\n"
-    "    redis.call('del', KEYS[4])\n"
+    "    redis.call('zrem', KEYS[4], ARGV[1])\n"
     "    return 1\n"
     "  end\n"
     "  local current = redis.call('get', KEYS[1])\n"
@@ -209,7 +219,7 @@ const Script acquire_or_queue{
     "  " REDLOCK_MARK_LISTENING("KEYS[5]", "redis.call('pttl', KEYS[2])")
     "end\n"
     "return -left - 1\n",
-    "5cff8b2c02809310b952d25fbf86c76e809354de",
+    "df3fe11cfbf7b80f3c18188d2f2a3a28cabc4b3b",
     -std::numeric_limits<int>::max(),
     1,
     5,
@@ -287,7 +297,7 @@ const Script acquire_shared{
     "end\n"
     "local reserved = ARGV[4] == '1' and redis.call('get', KEYS[5])\n"
     "if not (current and live(KEYS[2], ARGV[1])) then\n"
-    "  if redis.call('exists', KEYS[4]) == 1 then return {0, 0} end\n"
+    "  if redis.call('zcount', KEYS[4], now, '+inf') > 0 then return {0, 0} end\n"
     "  if reserved and reserved ~= ARGV[5] then return {0, 0} end\n"
     "end\n"
     "if current then\n"
@@ -302,7 +312,7 @@ const Script acquire_shared{
     "end\n"
     "if reserved and reserved == ARGV[5] then redis.call('del', KEYS[5]) end\n"
     "return {1, counter}\n",
-    "0faace84cea74da68985572d65cd8f286c533950",
+    "a191ae0df25a87f709ab9fa9dcca8ab72b711791",
     -std::numeric_limits<int>::max(),
     1,
     5,
@@ -393,7 +403,7 @@ const Script acquire_fenced{
     "acquire_fenced",
     REDLOCK_READ_COUNTER
     "if redis.call('set', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then\n"
-    "  if ARGV[3] ~= '0' then redis.call('del', KEYS[3]) end\n"
+    "  if ARGV[3] ~= '0' then redis.call('zrem', KEYS[3], ARGV[1]) end\n"
     "  return {1, counter}\n"
     "end\n"
     "local current = redis.call('get', KEYS[1])\n"
@@ -405,7 +415,7 @@ const Script acquire_fenced{
     "local left = redis.call('pttl', KEYS[1])\n"
     "if left < 0 then return {0, 0} end\n"
     "return {-left - 1, 0}\n",
-    "6b6338d51476c9797b5d523801c1da9dc651abd8",
+    "97fec35625bf68a14bde24b4c3c5c95c7e96bdef",
     -std::numeric_limits<int>::max(),
     1,
     3,
@@ -482,14 +492,15 @@ const Script continue_shared{
     "' then return {0, 0} end\n"
     "local result = 2\n"
     "if current and live(KEYS[2], ARGV[1]) then result = 1 end\n"
-    "if result == 2 and (redis.call('exists', KEYS[4]) == 1 or redis.call('exists', KEYS[5]) == 1) then\n"
+    "if result == 2 and (redis.call('zcount', KEYS[4], now, '+inf') > 0 or redis.call('exists', KEYS[5]) == "
+    "1) then\n"
     "  return {0, 0}\n"
     "end\n"
     "if not current then redis.call('del', KEYS[2]) end\n"
     "redis.call('zadd', KEYS[2], now + tonumber(ARGV[2]), ARGV[1])\n"
     "settle(KEYS[1], KEYS[2])\n"
     "return {result, counter}\n",
-    "cde982354dab27306d1620b1662c7ce668d8bf18",
+    "8cc7d5e7023c8b11d21862291b5cdae138a923a2",
     0,
     2,
     5,
@@ -557,7 +568,10 @@ const Script acquire_all{
     "    left = redis.call('pttl', KEYS[i])\n"
     "    if left < 0 then return {0, 0} end\n"
     "    if ARGV[3] ~= '0' and current == '" REDLOCK_SHARED_MARK "' then\n"
-    "      redis.call('set', KEYS[2 * n + i], ARGV[1], 'PX', ARGV[3])\n"
+    "      local clock = redis.call('time')\n"
+    "      local mark_ms = tonumber(ARGV[3])\n"
+    "      redis.call('zadd', KEYS[2 * n + i], clock[1] * 1000 + math.floor(clock[2] / 1000) + mark_ms, ARGV[1])\n"
+    "      if redis.call('pttl', KEYS[2 * n + i]) < mark_ms then redis.call('pexpire', KEYS[2 * n + i], mark_ms) end\n"
     "    end\n"
     "  elseif redis.call('exists', KEYS[n + i]) == 1 then\n"
     "    left = redis.call('pttl', KEYS[n + i])\n"
@@ -568,10 +582,10 @@ const Script acquire_all{
     "if longest >= 0 then return {-longest - 1, 0} end\n"
     "for i = 1, n do\n"
     "  redis.call('set', KEYS[i], ARGV[1], 'PX', ARGV[2])\n"
-    "  if ARGV[3] ~= '0' then redis.call('del', KEYS[2 * n + i]) end\n"
+    "  if ARGV[3] ~= '0' then redis.call('zrem', KEYS[2 * n + i], ARGV[1]) end\n"
     "end\n"
     "return {1, counter}\n",
-    "9b594affb6c2d8ff222d6f69ecc57655c231215c",
+    "8e0ead8ad2e1ab41aa83d966ad557fce87a9d801",
     -std::numeric_limits<int>::max(),
     1,
     0,
@@ -627,8 +641,7 @@ const Script unlock_all{
     "      if redis.call('exists', reservation) == 0 then wake_head(key, key .. ':queue', reservation) end\n"
     "    end\n"
     "    local writer_mark = key .. ':writer-waiting'\n"
-    "    if not still_waiting and redis.call('get', writer_mark) == ARGV[1] then\n"
-    "      redis.call('del', writer_mark)\n"
+    "    if not still_waiting and redis.call('zrem', writer_mark, ARGV[1]) == 1 then\n"
     "      redis.pcall('publish', key .. ':released', ARGV[1])\n"
     "    end\n"
     "  elseif current == ARGV[1] then\n"
@@ -647,7 +660,7 @@ const Script unlock_all{
     "end\n"
     "if mine < #KEYS then return 0 end\n"
     "return 1 + told\n",
-    "6e77a3020199193449fc91f93dbdd7bf9996d950",
+    "5bf6fa3a82f19d001abd184ea73e28a27fa5dea6",
     0,
     std::numeric_limits<int>::max(),
     0,
@@ -765,11 +778,10 @@ const Script read_leader{
 
 const Script unmark_writer{
     "unmark_writer",
-    "if redis.call('get', KEYS[1]) ~= ARGV[2] then return 0 end\n"
-    "redis.call('del', KEYS[1])\n"
+    "if redis.call('zrem', KEYS[1], ARGV[2]) == 0 then return 0 end\n"
     "redis.pcall('publish', ARGV[1], ARGV[2])\n"
     "return 1\n",
-    "73752fc660f9df52f0cd92da3b1ec3ca8be80e64",
+    "bb6d9e6e3063af03538998806007070f9a32b209",
     0,
     1,
 };

@@ -622,6 +622,63 @@ TEST_CASE("a waiting writer whose Client closes takes its marks away", "[shared]
   REQUIRE(loop.close());
 }
 
+// helper-22's review: one mark per resource held one writer's value, so a
+// second writer that overwrote it and then gave up took it away while the
+// first still waited (queued at the gate, deaf to releases), and readers got
+// in. The mark is now a sorted set of the writers waiting, each until its
+// own expiry.
+TEST_CASE("a second writer that gives up leaves the first writer's mark in place", "[shared][all]") {
+  const bool fencing = GENERATE(false, true);
+  CAPTURE(fencing);
+  Cluster masters(3);
+  LoopFixture loop;
+  {
+    Options options = masters.options();
+    options.retry_delay = 10s;  // fallback timers far off
+    options.retry_jitter = 0ms;
+    options.fencing = fencing;
+    Client holder(loop.get(), options);
+    Client first(loop.get(), options);
+    Client second(loop.get(), options);
+    Client reader(loop.get(), options);
+    std::size_t gate = gate_of("{book}", options);
+    Answer reading = try_lock_shared(loop, holder, "book", 30s);
+    REQUIRE_FALSE(reading.error);
+    // The first writer's Client was refused lately: its wait asks the gate
+    // first, and is queued there.
+    Waiting probe = lock_exclusive(first, "book", 10s, 50ms);
+    REQUIRE(loop.run_until([&] { return probe.done(); }, 3s));
+    REQUIRE(probe.answer->error == errc::timeout);
+    Waiting a = lock_exclusive(first, "book", 10s, 20s);
+    REQUIRE(loop.run_until([&] { return masters[gate].command({"ZCARD", "{book}:queue"}) == "1"; }, 3s));
+    REQUIRE(masters[gate].command({"ZCARD", "{book}:writer-waiting"}) == "1");
+    Waiting b;
+    SECTION("the second writer is a lock()") {
+      b = lock_exclusive(second, "book", 10s, 300ms);
+    }
+    SECTION("the second writer is a lock_all") {
+      b.id = second.lock_all({"book", "shelf"}, 10s, 300ms, b.callback());
+    }
+    REQUIRE(loop.run_until([&] { return b.done(); }, 5s));
+    CHECK(b.answer->error == errc::timeout);
+    // Its mark went with it; the first writer's stays.
+    REQUIRE(loop.run_until(
+        [&] {
+          return masters[gate].command({"ZCARD", "{book}:writer-waiting"}) == "1";
+        },
+        3s));
+    REQUIRE_FALSE(a.done());
+    Answer next_reading = try_lock_shared(loop, reader, "book", 10s);
+    CHECK(next_reading.error == errc::not_acquired);  // writer preference: the first writer waits
+    if (!next_reading.error) CHECK_FALSE(unlock(loop, reader, next_reading.lock));
+    CHECK_FALSE(unlock(loop, holder, reading.lock));
+    REQUIRE(loop.run_until([&] { return a.done(); }, 5s));
+    CHECK_FALSE(a.answer->error);
+    if (!a.answer->error) CHECK_FALSE(unlock(loop, first, a.answer->lock));
+  }
+  REQUIRE(loop.close());
+}
+
 TEST_CASE("a writer that stops waiting takes its mark away, and the readers it kept out get in at once",
           "[shared]") {
   Cluster masters(3);
