@@ -68,6 +68,34 @@ bool nothing_left(Cluster& masters, const std::string& resource) {
          eventually([&] { return with_holders(masters, resource) == 0; });
 }
 
+// A writer that waits: a lock() of "book", or a lock_all of "book" and "shelf".
+Waiting writer_waits(Client& writer, bool several, milliseconds ttl = 10s, milliseconds wait = 20s) {
+  if (!several) return lock_exclusive(writer, "book", ttl, wait);
+  Waiting call;
+  call.id = writer.lock_all({"book", "shelf"}, ttl, wait, call.callback());
+  return call;
+}
+
+// Every master has a writer-waiting mark of "book", or will within 5 s.
+bool marked_everywhere(LoopFixture& loop, Cluster& masters) {
+  return loop.run_until(
+      [&] {
+        for (std::size_t m = 0; m < masters.size(); ++m) {
+          if (masters[m].command({"EXISTS", "{book}:writer-waiting"}) != "1") return false;
+        }
+        return true;
+      },
+      5s);
+}
+
+// A shared hold of "book" ends on every master but `kept` (a reader's unlock
+// that has not reached it yet, or masters that restarted empty).
+void drop_shared_hold_but_at(Cluster& masters, std::size_t kept) {
+  for (std::size_t m = 0; m < masters.size(); ++m) {
+    if (m != kept) REQUIRE(masters[m].command({"DEL", "{book}", "{book}:shared"}) == "2");
+  }
+}
+
 }  // namespace
 
 TEST_CASE("shared holders hold together, and a writer gets the lock when the last of them unlocks",
@@ -431,26 +459,12 @@ TEST_CASE("a writer that took the lock leaves no mark that keeps readers out aft
     std::size_t gate = gate_of("{book}", options);
     Answer reading = try_lock_shared(loop, holder, "book", 30s);
     REQUIRE_FALSE(reading.error);
-    Waiting waiting_writer;
-    SECTION("a writer's lock()") {
-      waiting_writer = lock_exclusive(writer, "book", 10s, 20s);
-    }
-    SECTION("a lock_all") {
-      waiting_writer.id = writer.lock_all({"book", "shelf"}, 10s, 20s, waiting_writer.callback());
-    }
-    REQUIRE(loop.run_until(
-        [&] {
-          for (std::size_t m = 0; m < masters.size(); ++m) {
-            if (masters[m].command({"EXISTS", "{book}:writer-waiting"}) != "1") return false;
-          }
-          return true;
-        },
-        5s));
+    const bool several = GENERATE(false, true);  // a lock(), a lock_all
+    Waiting waiting_writer = writer_waits(writer, several);
+    REQUIRE(marked_everywhere(loop, masters));
     // The shared hold is gone from every master but the gate (as if they had
     // restarted empty): the writer wins them and is refused at the gate.
-    for (std::size_t m = 0; m < masters.size(); ++m) {
-      if (m != gate) REQUIRE(masters[m].command({"DEL", "{book}", "{book}:shared"}) == "2");
-    }
+    drop_shared_hold_but_at(masters, gate);
     REQUIRE(loop.run_until([&] { return waiting_writer.done(); }, 5s));
     REQUIRE_FALSE(waiting_writer.answer->error);
     REQUIRE(masters[gate].command({"GET", "{book}"}) == "redlock:shared");
@@ -488,17 +502,8 @@ TEST_CASE("a writer that won at once beside a reader's last hold leaves no mark 
     Answer reading = try_lock_shared(loop, holder, "book", 30s);
     REQUIRE_FALSE(reading.error);
     REQUIRE(eventually([&] { return with_holders(masters, "book") == 3; }));
-    // The reader's unlock has reached every master but the gate.
-    for (std::size_t m = 0; m < masters.size(); ++m) {
-      if (m != gate) REQUIRE(masters[m].command({"DEL", "{book}", "{book}:shared"}) == "2");
-    }
-    Waiting waiting_writer;
-    SECTION("a writer's lock()") {
-      waiting_writer = lock_exclusive(writer, "book", 10s, 20s);
-    }
-    SECTION("a lock_all") {
-      waiting_writer.id = writer.lock_all({"book", "shelf"}, 10s, 20s, waiting_writer.callback());
-    }
+    drop_shared_hold_but_at(masters, gate);  // the reader's unlock reached every master but the gate
+    Waiting waiting_writer = writer_waits(writer, GENERATE(false, true));  // a lock(), a lock_all
     REQUIRE(loop.run_until([&] { return waiting_writer.done(); }, 5s));
     REQUIRE_FALSE(waiting_writer.answer->error);
     // The gate refused it and marked a writer waiting; then the reader's
@@ -549,19 +554,10 @@ TEST_CASE("a writer whose round reached a majority too late keeps its mark while
     Answer reading = try_lock_shared(loop, holder, "book", 30s);
     REQUIRE_FALSE(reading.error);
     REQUIRE(eventually([&] { return with_holders(masters, "book") == 3; }));
-    // The reader's unlock has reached every master but the gate.
-    for (std::size_t m = 0; m < masters.size(); ++m) {
-      if (m != gate) REQUIRE(masters[m].command({"DEL", "{book}", "{book}:shared"}) == "2");
-    }
+    drop_shared_hold_but_at(masters, gate);  // the reader's unlock reached every master but the gate
     REQUIRE_FALSE(try_lock(loop, writer, "warm", 1s).error);  // its connections are up
     *slow = true;
-    Waiting waiting_writer;
-    SECTION("a writer's lock()") {
-      waiting_writer.id = writer.lock("book", 100ms, 20s, waiting_writer.callback());
-    }
-    SECTION("a lock_all") {
-      waiting_writer.id = writer.lock_all({"book", "shelf"}, 100ms, 20s, waiting_writer.callback());
-    }
+    Waiting waiting_writer = writer_waits(writer, GENERATE(false, true), 100ms);  // a lock(), a lock_all
     // Its rounds decide too late, and their keys are released, several times.
     (void)loop.run_until([&] { return waiting_writer.done(); }, 1500ms);
     REQUIRE_FALSE(waiting_writer.done());
@@ -594,21 +590,8 @@ TEST_CASE("a waiting writer whose Client closes takes its marks away", "[shared]
     REQUIRE_FALSE(reading.error);
     {
       Client writer(loop.get(), options);
-      Waiting waiting_writer;
-      SECTION("a writer's lock()") {
-        waiting_writer.id = writer.lock("book", 10s, 20s, waiting_writer.callback());
-      }
-      SECTION("a lock_all") {
-        waiting_writer.id = writer.lock_all({"book", "shelf"}, 10s, 20s, waiting_writer.callback());
-      }
-      REQUIRE(loop.run_until(
-          [&] {
-            for (std::size_t m = 0; m < masters.size(); ++m) {
-              if (masters[m].command({"EXISTS", "{book}:writer-waiting"}) != "1") return false;
-            }
-            return true;
-          },
-          5s));
+      Waiting waiting_writer = writer_waits(writer, GENERATE(false, true));  // a lock(), a lock_all
+      REQUIRE(marked_everywhere(loop, masters));
     }
     for (std::size_t m = 0; m < masters.size(); ++m) {
       INFO("master " << m);
@@ -652,13 +635,7 @@ TEST_CASE("a second writer that gives up leaves the first writer's mark in place
     Waiting a = lock_exclusive(first, "book", 10s, 20s);
     REQUIRE(loop.run_until([&] { return masters[gate].command({"ZCARD", "{book}:queue"}) == "1"; }, 3s));
     REQUIRE(masters[gate].command({"ZCARD", "{book}:writer-waiting"}) == "1");
-    Waiting b;
-    SECTION("the second writer is a lock()") {
-      b = lock_exclusive(second, "book", 10s, 300ms);
-    }
-    SECTION("the second writer is a lock_all") {
-      b.id = second.lock_all({"book", "shelf"}, 10s, 300ms, b.callback());
-    }
+    Waiting b = writer_waits(second, GENERATE(false, true), 10s, 300ms);  // a lock(), a lock_all
     REQUIRE(loop.run_until([&] { return b.done(); }, 5s));
     CHECK(b.answer->error == errc::timeout);
     // Its mark went with it; the first writer's stays.
