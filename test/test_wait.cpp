@@ -10,7 +10,6 @@
 #include <utility>
 #include <vector>
 
-#include "rendezvous.hpp"
 #include "scripts.hpp"
 #include "support/calls.hpp"
 #include "support/cluster.hpp"
