@@ -632,18 +632,13 @@ const Script unlock_all{
     "local mine = 0\n"
     "local told = 0\n"
     "local partial = string.sub(ARGV[2], 1, 1) == '~'\n"
-    "local still_waiting = partial or string.sub(ARGV[2], 1, 1) == '+'\n"
     "for _, key in ipairs(KEYS) do\n"
     "  local current = redis.call('get', key)\n"
     "  if current ~= ARGV[1] and not partial then\n"
     "    if current == false then\n"
     "      local reservation = key .. ':reserved'\n"
     "      if redis.call('exists', reservation) == 0 then wake_head(key, key .. ':queue', reservation) end\n"
-    "    end\n"
-    "    local writer_mark = key .. ':writer-waiting'\n"
-    "    if not still_waiting and redis.call('zrem', writer_mark, ARGV[1]) == 1 then\n"
-    "      redis.pcall('publish', key .. ':released', ARGV[1])\n"
-    "    end\n"
+    "    end\n" REDLOCK_UNMARK_OURS("key", "ARGV[2]")
     "  elseif current == ARGV[1] then\n"
     "    mine = mine + 1\n"
     "    local marker = key .. ':listening'\n"
@@ -660,7 +655,7 @@ const Script unlock_all{
     "end\n"
     "if mine < #KEYS then return 0 end\n"
     "return 1 + told\n",
-    "5bf6fa3a82f19d001abd184ea73e28a27fa5dea6",
+    "b8029ae77c9a12b5148f55aaba02471a97ad4274",
     0,
     std::numeric_limits<int>::max(),
     0,
