@@ -28,13 +28,76 @@ struct Master::Socket {
   uv_connect_t connect_request{};
   Master* owner = nullptr;  // null once the Master let go of this connection
 
+  // A graceful close (see close_gracefully): the write side shut after what is
+  // queued, replies read and dropped until the server closes, `timer` bounding it.
+  struct Linger {
+    uv_shutdown_t shutdown{};
+    uv_timer_t timer{};
+    std::array<char, 4096> discard{};
+    int open_handles = 2;  // the socket and the timer
+    bool closing = false;
+  };
+  std::unique_ptr<Linger> linger;
+
   explicit Socket(Master* m) : owner(m) { std::memset(&tcp, 0, sizeof tcp); }
 };
 
+namespace {
+
+using Socket = Master::Socket;
+
+// The close callback of the socket's handles: the last one frees the Socket.
+void free_when_closed(uv_handle_t* h) {
+  auto* s = static_cast<Socket*>(h->data);
+  if (s->linger && --s->linger->open_handles > 0) return;
+  std::unique_ptr<Socket> free_now(s);
+}
+
+void end_linger(Socket* s) {
+  if (std::exchange(s->linger->closing, true)) return;
+  uv_close(reinterpret_cast<uv_handle_t*>(&s->linger->timer), free_when_closed);
+  uv_close(&s->handle, free_when_closed);
+}
+
+// Closing a socket at once loses what it has not sent yet whenever replies
+// sit unread in it: Linux answers that close with a reset and drops its send
+// queue (seen under load: an unlock issued just before Client::close never
+// reached a master whose handshake replies were still unread). So a socket
+// with commands in flight shuts its write side after them, reads and drops
+// replies until the server closes its side (it ran everything it read by
+// then), and closes `bound` later at the latest.
+void close_gracefully(Socket* s, uv_loop_t* loop, std::chrono::milliseconds bound) {
+  s->owner = nullptr;
+  s->linger = std::make_unique<Socket::Linger>();
+  Socket::Linger& linger = *s->linger;
+  if (uv_timer_init(loop, &linger.timer) != 0) {
+    linger.open_handles = 1;
+    linger.closing = true;
+    uv_close(&s->handle, free_when_closed);
+    return;
+  }
+  linger.timer.data = s;
+  uv_timer_start(
+      &linger.timer, [](uv_timer_t* t) { end_linger(static_cast<Socket*>(t->data)); },
+      static_cast<std::uint64_t>(bound.count()), 0);
+  uv_read_stop(&s->stream);
+  auto discard = [](uv_handle_t* h, std::size_t, uv_buf_t* buf) {
+    auto& bytes = static_cast<Socket*>(h->data)->linger->discard;
+    *buf = uv_buf_init(bytes.data(), static_cast<unsigned>(bytes.size()));
+  };
+  auto until_closed = [](uv_stream_t* stream, ssize_t nread, const uv_buf_t*) {
+    if (nread < 0) end_linger(static_cast<Socket*>(stream->data));
+  };
+  int rc = uv_read_start(&s->stream, discard, until_closed);
+  if (rc == 0) rc = uv_shutdown(&linger.shutdown, &s->stream, [](uv_shutdown_t*, int) {});
+  if (rc != 0) end_linger(s);
+}
+
+}  // namespace
+
 void Master::SocketCloser::operator()(Socket* s) const noexcept {
   s->owner = nullptr;
-  uv_close(&s->handle,
-           [](uv_handle_t* h) { std::unique_ptr<Socket> free_now(static_cast<Socket*>(h->data)); });
+  uv_close(&s->handle, free_when_closed);
 }
 
 namespace {
@@ -170,6 +233,10 @@ struct WriteRequest {
 
 constexpr std::uint64_t no_deadline = std::numeric_limits<std::uint64_t>::max();
 constexpr std::size_t read_buffer_size = std::size_t{64} * 1024;
+// How long a closing connection waits at most for the server to close its
+// side (close_gracefully): enough for a loaded machine to send what is
+// queued, short enough that a paused master does not hold up a shutdown.
+constexpr std::chrono::milliseconds max_linger{500};
 // No reply to anything we send is near this; more unparsed bytes than this
 // means the master is broken or hostile.
 constexpr std::size_t max_buffered_reply = std::size_t{1} << 20;
@@ -259,13 +326,15 @@ MasterConfig subscriber_config(const Options& options, std::size_t index,
 
 Master::~Master() {
   // What the caller issued before closing (an unlock, a release) still goes
-  // out, best effort: the kernel sends it before the FIN.
-  if (!connected() || out_.empty()) return;
-  if (tls_) {
-    if (!tls_->write(out_)) return;
-    out_ = tls_->take_output();
+  // out, best effort, and the socket stays open until the server ran it.
+  if (!connected()) return;
+  bool in_flight = awaiting_reply() || !out_.empty();
+  if (!out_.empty() && (!tls_ || tls_->write(out_))) {
+    if (tls_) out_ = tls_->take_output();
+    send_bytes(out_);
   }
-  send_now(out_.data(), out_.size());
+  if (in_flight && !config_.subscriber)
+    close_gracefully(socket_.release(), loop_, std::min(config_.command_timeout, max_linger));
 }
 
 bool Master::voting() const {
@@ -323,34 +392,35 @@ bool Master::write_out() {
   return write_wire(out_);
 }
 
-// Sends `bytes` to the socket and empties it: at once as far as the socket
-// takes them, the rest through libuv once its buffer drains. False when the
-// connection was lost.
 bool Master::write_wire(std::string& bytes) {
+  std::string failure = send_bytes(bytes);
+  if (!failure.empty()) lost(failure);
+  return failure.empty();
+}
+
+// Sends `bytes` to the socket and empties it: at once as far as the socket
+// takes them, the rest through libuv once its buffer drains. Empty when it
+// worked, else why not.
+std::string Master::send_bytes(std::string& bytes) {
   std::size_t written = 0;
   if (uv_stream_get_write_queue_size(&socket_->stream) == 0) {
     long sent = send_now(bytes.data(), bytes.size());
-    if (sent < 0) {
-      lost("write failed");
-      return false;
-    }
+    if (sent < 0) return "write failed";
     written = static_cast<std::size_t>(sent);
   }
   if (written == bytes.size()) {
     bytes.clear();
-    return true;
+    return {};
   }
   auto request = std::make_unique<WriteRequest>();
   request->bytes = bytes.substr(written);
   bytes.clear();
   request->request.data = request.get();
   uv_buf_t buf = uv_buf_init(request->bytes.data(), static_cast<unsigned>(request->bytes.size()));
-  if (int rc = uv_write(&request->request, &socket_->stream, &buf, 1, Callbacks::on_written); rc != 0) {
-    lost(std::string("write failed: ") + uv_strerror(rc));
-    return false;
-  }
+  if (int rc = uv_write(&request->request, &socket_->stream, &buf, 1, Callbacks::on_written); rc != 0)
+    return std::string("write failed: ") + uv_strerror(rc);
   [[maybe_unused]] WriteRequest* in_flight = request.release();  // on_written frees it
-  return true;
+  return {};
 }
 
 // send() with MSG_NOSIGNAL rather than libuv's write(): a master that died

@@ -257,6 +257,7 @@ class Master {
   void expire_queued(std::uint64_t now);
   bool write_out();
   bool write_wire(std::string& bytes);
+  std::string send_bytes(std::string& bytes);
   long send_now(const char* data, std::size_t size);
   void deliver(Pending& p, const Reply* reply, Failure why);
   void count_vote(const Pending& p, const Reply* reply);

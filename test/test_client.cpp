@@ -183,6 +183,30 @@ TEST_CASE("an unlock issued just before close or destruction still reaches every
   REQUIRE(loop.close());
 }
 
+TEST_CASE("an unlock queued behind more than the sockets can buffer still reaches the master at close",
+          "[client]") {
+  Cluster masters(1);
+  Options options = masters.options();
+  options.command_timeout = 5s;  // what the paused master has not answered stays pending
+  LoopFixture loop;
+  {
+    Client client(loop.get(), options);
+    Answer a = try_lock(loop, client, "behind", 30s);
+    REQUIRE_FALSE(a.error);
+    masters[0].pause();
+    // 12 MB of try_locks, more than the kernel buffers of both ends take
+    // while the master reads nothing: the unlock after them is still in the
+    // Client when it closes.
+    const std::string filler(std::size_t{60} * 1024, 'x');
+    for (int i = 0; i < 200; ++i)
+      client.try_lock(filler + std::to_string(i), 30s, [](std::error_code, Lock) {});
+    client.unlock(a.lock, [](std::error_code) {});
+  }
+  masters[0].resume();
+  REQUIRE(loop.close());  // runs the loop until the closing connection is done
+  CHECK(held_nowhere(masters, "{behind}"));
+}
+
 TEST_CASE("close with an extend in flight leaves the caller's lock in place", "[client]") {
   Cluster masters(3);
   LoopFixture loop;

@@ -145,6 +145,10 @@ class REDLOCK_API Client {
   void unlock(const Lock& lock, UnlockCallback cb);
   /// Fails pending operations with errc::closed, closes every connection and
   /// then calls `cb` (may be empty). Later calls are answered with errc::closed.
+  /// What was issued before (an unlock) still goes to every connected master:
+  /// a connection with commands in flight stays open, reading, until the
+  /// master closes its side, for min(command_timeout, 500 ms) at most, so
+  /// uv_run() may return that much later.
   void close(std::function<void()> cb);
   /// Ends the lock() call `id` if it has not been answered yet: it is
   /// answered errc::canceled on a later turn, it leaves its place in line
