@@ -26,10 +26,10 @@ inline std::uint64_t rendezvous_key_hash(std::string_view key) {
   return h;
 }
 
-/// A master's rank for the key whose rendezvous_key_hash is `key_hash`;
-/// higher ranks first.
-inline std::uint64_t rendezvous_rank(std::uint64_t key_hash, const Endpoint& master) {
-  std::uint64_t h = key_hash;
+/// The part of a rank that depends on the master alone: FNV-1a over its host
+/// (or socket path) and port. Computed once for a master, it ranks every key.
+inline std::uint64_t rendezvous_master_hash(const Endpoint& master) {
+  std::uint64_t h = 14695981039346656037ULL;
   auto add = [&h](const char* bytes, std::size_t size) {
     for (std::size_t i = 0; i < size; ++i) {
       h ^= static_cast<unsigned char>(bytes[i]);
@@ -41,10 +41,21 @@ inline std::uint64_t rendezvous_rank(std::uint64_t key_hash, const Endpoint& mas
   char port[8];
   char* end = std::to_chars(port, port + sizeof port, master.port).ptr;
   add(port, static_cast<std::size_t>(end - port));
-  // splitmix64's finalizer: FNV-1a alone leaves the ranks of similar names close.
+  return h;
+}
+
+/// The rank of the master whose rendezvous_master_hash is `master_hash` for
+/// the key whose rendezvous_key_hash is `key_hash`; higher ranks first.
+inline std::uint64_t rendezvous_rank(std::uint64_t key_hash, std::uint64_t master_hash) {
+  // splitmix64's finalizer over both: each bit of either moves every bit of the rank.
+  std::uint64_t h = key_hash ^ master_hash;
   h = (h ^ (h >> 30)) * 0xbf58476d1ce4e5b9ULL;
   h = (h ^ (h >> 27)) * 0x94d049bb133111ebULL;
   return h ^ (h >> 31);
+}
+
+inline std::uint64_t rendezvous_rank(std::uint64_t key_hash, const Endpoint& master) {
+  return rendezvous_rank(key_hash, rendezvous_master_hash(master));
 }
 
 /// A master's rank for a key; higher ranks first.

@@ -61,6 +61,7 @@ Waiters::Waiters(uv_loop_t* loop, const Options& options, std::shared_ptr<const 
       masters_(masters),
       wake_channel_(keys::wake_channel(options.key_prefix, random_token())),
       confirmations_(std::make_shared<Confirmations>(*this)) {
+  for (const Endpoint& e : options.masters) rendezvous_hashes_.push_back(rendezvous_master_hash(e));
 }
 
 Waiters::~Waiters() = default;
@@ -432,7 +433,7 @@ Waiters::Gates Waiters::gates(const std::string& key) const {
   std::uint64_t usual_rank = 0;
   std::uint64_t key_hash = rendezvous_key_hash(key);
   for (const auto& m : masters_) {
-    std::uint64_t rank = rendezvous_rank(key_hash, m->endpoint());
+    std::uint64_t rank = rendezvous_rank(key_hash, rendezvous_hashes_[m->index()]);
     if (found.usual == nullptr || rank > usual_rank) {
       found.usual = m.get();
       usual_rank = rank;

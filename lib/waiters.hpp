@@ -185,6 +185,7 @@ class Waiters {
   const Options& options_;
   const std::shared_ptr<const TlsContext> tls_;
   const std::vector<std::unique_ptr<Master>>& masters_;
+  std::vector<std::uint64_t> rendezvous_hashes_;  // of options_.masters, by Master::index()
   const std::string wake_channel_;
   std::unordered_map<std::string, Line> lines_;
   std::unordered_map<std::string, std::vector<Waiter*>> watchers_;
