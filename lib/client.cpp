@@ -426,16 +426,16 @@ class Client::Impl final : public Context, public PermitHost, public AllHost {
   }
 
   std::string invalid_ttl(milliseconds ttl) const {
-    std::string said = "ttl " + std::to_string(ttl.count()) + " ms ";
+    auto said = [ttl] { return "ttl " + std::to_string(ttl.count()) + " ms "; };
     if (ttl.count() <= 0 || ttl > max_ttl)
-      return said + "is not in 1.." + std::to_string(max_ttl.count()) + " ms";
+      return said() + "is not in 1.." + std::to_string(max_ttl.count()) + " ms";
     // Redlock's restart rule: a master that forgot our key must stay out longer than the key lives.
     if (options.restart_quarantine.count() > 0 && ttl > options.restart_quarantine)
-      return said + "is longer than restart_quarantine (" +
+      return said() + "is longer than restart_quarantine (" +
              std::to_string(options.restart_quarantine.count()) + " ms)";
     // A ttl the drift allowance eats whole could never give a valid lock.
     if (quorum::drift(ttl, options.drift_factor, options.drift_constant) >= ttl)
-      return said + "is eaten whole by the drift allowance (ttl * drift_factor + drift_constant)";
+      return said() + "is eaten whole by the drift allowance (ttl * drift_factor + drift_constant)";
     return {};
   }
 

@@ -1,12 +1,14 @@
 #include "vote.hpp"
 
+#include <string_view>
+
 namespace redlock {
 
 Vote classify(const Reply& answer) {
   const Reply& reply = result_of(answer);
   switch (reply.type) {
     case Reply::Type::status:
-      return reply.str == "OK" ? Vote::yes : Vote::failed;
+      return std::string_view(reply.str) == "OK" ? Vote::yes : Vote::failed;
     case Reply::Type::integer:
       return reply.integer > 0 ? Vote::yes : Vote::no;
     case Reply::Type::nil:
