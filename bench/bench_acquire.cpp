@@ -6,6 +6,8 @@
 //   bench_acquire --ports 7001,7002    use running masters (N = their count)
 //   bench_acquire --smoke              a few hundred iterations, for CI
 //   bench_acquire --cycles K           only K async try_lock+unlock cycles at N = 5 (for callgrind)
+//   bench_acquire --floor-cycles K     only K floor SET NX + compare-and-delete cycles at N = 5
+//                                      (callgrind: what raw libuv + hiredis cost per cycle)
 //   bench_acquire --throughput-only S  only async throughput with S cycles in flight at N = 5, 3 s
 //                                      (for a profiler)
 //   bench_acquire --fencing            only async try_lock with and without Options::fencing, and
@@ -69,9 +71,10 @@ struct Settings {
   std::vector<int> in_flight{1, 16, 256};
   std::chrono::milliseconds throughput_for{1500};
   int held_locks = 10000;
-  std::vector<int> ports;   // external masters
-  int cycles = 0;           // callgrind mode
-  int throughput_only = 0;  // --throughput-only: cycles in flight
+  std::vector<int> ports;     // external masters
+  int cycles = 0;             // callgrind mode
+  bool floor_cycles = false;  // --floor-cycles: `cycles` of the floor instead
+  int throughput_only = 0;    // --throughput-only: cycles in flight
   bool smoke = false;
   bool fencing_only = false;     // --fencing
   bool tls_only = false;         // --tls
@@ -105,6 +108,9 @@ Settings parse(int argc, char** argv) {
       s.repeat = std::stoi(value());
     } else if (arg == "--cycles") {
       s.cycles = std::stoi(value());
+    } else if (arg == "--floor-cycles") {
+      s.cycles = std::stoi(value());
+      s.floor_cycles = true;
     } else if (arg == "--throughput-only") {
       s.throughput_only = std::stoi(value());
     } else if (arg == "--fencing") {
@@ -705,9 +711,10 @@ int run(const Settings& s) {
   Masters masters(s, pinned);
 
   if (s.cycles > 0) {
-    auto l = async_latency(masters.options(5), 100, s.cycles, true);
+    auto l = s.floor_cycles ? floor_latency(masters.ports(5), 100, s.cycles, true)
+                            : async_latency(masters.options(5), 100, s.cycles, true);
     bench::JsonLine()
-        .add("bench", "cycles")
+        .add("bench", s.floor_cycles ? "floor-cycles" : "cycles")
         .add("masters", 5)
         .add("cycles", s.cycles)
         .add("errors", l.errors)
