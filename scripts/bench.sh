@@ -28,15 +28,20 @@ ninja -C "$BUILD_DIR" -j2 bench/bench_acquire
 echo "=== 1. bench_acquire (own masters)"
 timeout 1800 "$BUILD_DIR/bench/bench_acquire" | tee "$results/acquire-$day.jsonl"
 
-echo "=== 2. instructions per cycle (callgrind)"
+echo "=== 2. instructions per cycle (callgrind), ours and the floor's"
 count() {
-  valgrind --tool=callgrind --callgrind-out-file=/dev/null "$BUILD_DIR/bench/bench_acquire" --cycles "$1" 2>&1 |
+  valgrind --tool=callgrind --callgrind-out-file=/dev/null "$BUILD_DIR/bench/bench_acquire" "$1" "$2" 2>&1 |
     sed -n 's/.*Collected : \([0-9]*\).*/\1/p'
 }
-short=$(count 1000)
-long=$(count 3000)
-echo "{\"bench\":\"instructions\",\"impl\":\"redlock-async\",\"masters\":5,\"per_cycle\":$(((long - short) / 2000)),\"cycle\":\"try_lock+unlock\"}" |
-  tee "$results/instructions-$day.jsonl"
+: >"$results/instructions-$day.jsonl"
+for impl in redlock-async floor; do
+  flag=--cycles
+  [[ $impl == floor ]] && flag=--floor-cycles
+  short=$(count "$flag" 1000)
+  long=$(count "$flag" 3000)
+  echo "{\"bench\":\"instructions\",\"impl\":\"$impl\",\"masters\":5,\"per_cycle\":$(((long - short) / 2000)),\"cycle\":\"try_lock+unlock\"}" |
+    tee -a "$results/instructions-$day.jsonl"
+done
 
 echo "=== 3. peers"
 NS="1 3 5 7 9" OUT="$results/peers-$day.jsonl" bash scripts/bench-peers.sh
