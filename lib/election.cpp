@@ -161,11 +161,18 @@ class Election::Impl : public std::enable_shared_from_this<Impl> {
       return post_elected(std::move(elected), errc::invalid_argument);
     state_ = State::campaigning;
     on_lost_ = std::move(on_lost);
+    const std::uint64_t generation = ++campaigns_;
     std::weak_ptr<Impl> weak = shared_from_this();
+    // A lock() answered after its campaign ended (resigned, or the Election
+    // destroyed once the answer was already on its way, which cancel() can
+    // no longer stop) must not keep what it won.
     campaign_ = client_.lock(name_, ttl_, wait,
-                             [weak, value = std::move(value), elected](std::error_code e, Lock l) mutable {
+                             [weak, generation, client = &client_, client_alive = client_alive_,
+                              value = std::move(value), elected](std::error_code e, Lock l) mutable {
                                if (auto self = weak.lock())
-                                 self->on_locked(e, std::move(l), std::move(value), std::move(elected));
+                                 return self->on_locked(generation, e, std::move(l), std::move(value),
+                                                        std::move(elected));
+                               if (!e && !client_alive.expired()) client->unlock(l, nullptr);
                              });
   }
 
@@ -175,12 +182,12 @@ class Election::Impl : public std::enable_shared_from_this<Impl> {
     if (value.size() > max_value_bytes) return post_done(std::move(cb), errc::invalid_argument);
     if (state_ != State::leading) return post_done(std::move(cb), errc::not_held);
     Record r{lock_.value, lock_.fencing_token, id_, std::move(value)};
-    std::weak_ptr<Impl> weak = shared_from_this();
-    write_record(r, [weak, r, cb = std::move(cb)](std::error_code e) {
-      // Renewals write again only what a majority took.
-      if (auto self = weak.lock(); self && !e && self->lock_.value == r.lock_value) self->last_record_ = r;
-      cb(e);
-    });
+    // Renewals write the record sent last, answered or not: each master
+    // applies what one connection carries in order, so a renewal never puts
+    // an older value back over a proclaim sent before it. (A proclaim that
+    // fails may still be applied, by itself or by the next renewal.)
+    last_record_ = r;
+    write_record(r, guarded(std::move(cb)));
   }
 
   void resign(Done cb) {
@@ -191,20 +198,23 @@ class Election::Impl : public std::enable_shared_from_this<Impl> {
         return post_done(std::move(cb), errc::not_held);
       case State::campaigning:
         state_ = State::idle;
+        ++campaigns_;  // if its lock() was answered already, the answer gives back what it won
         client_.cancel(std::exchange(campaign_, 0));  // its `elected` says canceled
         return post_done(std::move(cb), errc{});
       case State::electing:  // won, its record not yet written: `elected` will say canceled
       case State::leading:
         state_ = State::idle;
         on_lost_ = nullptr;
-        return client_.unlock(lock_, std::move(cb));
+        return client_.unlock(lock_, guarded(std::move(cb)));
     }
   }
 
   void leader(LeaderCallback cb) {
     if (!cb) return;
     if (closed_) {
-      return context_.post([cb = std::move(cb)] { cb(make_error_code(errc::closed), Leader{}); });
+      return context_.post([weak = weak_from_this(), cb = std::move(cb)] {
+        if (auto self = weak.lock(); self && !self->stopped_) cb(make_error_code(errc::closed), Leader{});
+      });
     }
     read([cb = std::move(cb)](Leader l, milliseconds) {
       std::error_code e = l.known ? std::error_code{} : make_error_code(errc::unavailable);
@@ -246,13 +256,15 @@ class Election::Impl : public std::enable_shared_from_this<Impl> {
     std::string key;
   };
 
-  void on_locked(std::error_code e, Lock l, std::string value, Elected elected) {
-    campaign_ = 0;
-    if (state_ != State::campaigning) {
-      // Resigned (or closed) meanwhile: whatever the attempt won, give it back.
+  void on_locked(std::uint64_t generation, std::error_code e, Lock l, std::string value, Elected elected) {
+    if (generation != campaigns_ || state_ != State::campaigning || stopped_) {
+      // Resigned, stopped or closed meanwhile (and maybe campaigning again):
+      // whatever the attempt won, give it back.
       if (!e) client_.unlock(l, nullptr);
+      if (stopped_) return;
       return elected(e ? e : make_error_code(errc::canceled), Leader{});
     }
+    campaign_ = 0;
     if (e) {
       state_ = State::idle;
       return elected(e, Leader{});
@@ -261,6 +273,7 @@ class Election::Impl : public std::enable_shared_from_this<Impl> {
     lock_ = std::move(l);
     Record r{lock_.value, lock_.fencing_token, id_, std::move(value)};
     std::weak_ptr<Impl> weak = shared_from_this();
+    last_record_ = r;
     write_record(r, [weak, r, elected = std::move(elected)](std::error_code written) {
       auto self = weak.lock();
       if (!self) return;
@@ -273,7 +286,6 @@ class Election::Impl : public std::enable_shared_from_this<Impl> {
         self->client_.unlock(self->lock_, nullptr);
         return elected(written, Leader{});
       }
-      self->last_record_ = r;
       self->lead();
       elected({}, Leader{true, true, r.id, r.value, r.term});
     });
@@ -397,7 +409,7 @@ class Election::Impl : public std::enable_shared_from_this<Impl> {
     in_flight_.erase(it);
     // Not once the Election is gone: no callback runs after its destruction.
     context_.post([weak = weak_from_this(), pending = std::move(pending), e] {
-      if (auto self = weak.lock()) pending.answer(e);
+      if (auto self = weak.lock(); self && !self->stopped_) pending.answer(e);
     });
   }
 
@@ -409,7 +421,7 @@ class Election::Impl : public std::enable_shared_from_this<Impl> {
     in_flight_.clear();
     for (auto& [id, pending] : all) {
       context_.post([weak = weak_from_this(), pending = std::move(pending)] {
-        if (auto self = weak.lock()) pending.answer(errc::closed);
+        if (auto self = weak.lock(); self && !self->stopped_) pending.answer(errc::closed);
       });
     }
   }
@@ -426,6 +438,8 @@ class Election::Impl : public std::enable_shared_from_this<Impl> {
   // holds is given back. Idempotent; touches nothing of a Client destroyed
   // first.
   void stop() {
+    stopped_ = true;
+    ++campaigns_;
     on_change_ = nullptr;
     on_lost_ = nullptr;
     timer_.close();
@@ -443,10 +457,20 @@ class Election::Impl : public std::enable_shared_from_this<Impl> {
 
  private:
   void post_elected(Elected elected, errc e) {
-    context_.post([elected = std::move(elected), e] { elected(make_error_code(e), Leader{}); });
+    context_.post([weak = weak_from_this(), elected = std::move(elected), e] {
+      if (auto self = weak.lock(); self && !self->stopped_) elected(make_error_code(e), Leader{});
+    });
   }
   void post_done(Done cb, errc e) {
-    context_.post([cb = std::move(cb), e] { cb(make_error_code(e)); });
+    context_.post([cb = guarded(std::move(cb)), e] { cb(make_error_code(e)); });
+  }
+
+  // `cb`, run only while the Election lives: none of its callbacks runs after
+  // its destruction, whoever answers it (the Client's unlock, a round).
+  Done guarded(Done cb) {
+    return [weak = weak_from_this(), cb = std::move(cb)](std::error_code e) {
+      if (auto self = weak.lock(); self && !self->stopped_) cb(e);
+    };
   }
 
   Client& client_;
@@ -466,11 +490,14 @@ class Election::Impl : public std::enable_shared_from_this<Impl> {
     leading,
   };
   State state_ = State::idle;
-  bool closed_ = false;                                              // the Client closed
+  bool closed_ = false;   // the Client closed
+  bool stopped_ = false;  // the Election is destroyed: no callback of it runs
   const std::weak_ptr<const bool> client_alive_ = context_.alive();  // expires with the Client
   Client::CallId campaign_ = 0;                                      // the lock() call of a campaign waiting
-  Lock lock_;                                                        // while electing or leading
-  Record last_record_;  // what we wrote last, written again at each renewal
+  std::uint64_t campaigns_ =
+      0;                // the campaign whose lock() answer counts; older answers give back what they won
+  Lock lock_;           // while electing or leading
+  Record last_record_;  // what we sent last, written again at each renewal
   LostCallback on_lost_;
   KeepOptions keep_options_;
   Client::RenewedCallback on_renewed_;

@@ -334,3 +334,141 @@ TEST_CASE("a second campaign while leading and a value over 64 KiB are invalid_a
   }
   REQUIRE(loop.close());
 }
+
+// In these, a Client call issued just before the campaign is answered in the
+// same turn, just before it: its callback runs while the campaign has won
+// (the key is ours on the master) but `elected` is still on its way, past
+// the point where cancel() could stop it.
+TEST_CASE("an Election destroyed after its campaign won, before it was told, gives the lock back",
+          "[election]") {
+  Cluster masters(1);
+  LoopFixture loop;
+  {
+    Client a(loop.get(), fenced(masters));
+    int won_untold = 0;
+    for (int i = 0; i < 5; ++i) {
+      const std::string name = "won-" + std::to_string(i);
+      const std::string key = "{" + name + "}";
+      auto election = std::make_unique<Election>(a, name, "a", 30s);
+      bool elected = false;
+      bool destroyed = false;
+      a.try_lock("beside-" + std::to_string(i), 30s, [&](std::error_code, Lock) {
+        if (!elected && masters[0].get(key)) ++won_untold;
+        election.reset();
+        destroyed = true;
+      });
+      election->campaign(
+          "v", 5s, [&](std::error_code, Leader) { elected = true; }, nullptr);
+      REQUIRE(loop.run_until([&] { return destroyed; }, 5s));
+      CHECK(loop.run_until([&] { return !masters[0].get(key); }, 2s));  // given back, not left for 30 s
+    }
+    CHECK(won_untold > 0);  // the case this test is about happened
+    a.close(nullptr);
+  }
+  REQUIRE(loop.close());
+}
+
+TEST_CASE(
+    "a campaign resigned after it won, before it was told, then run again: the first is told canceled, "
+    "the second leads",
+    "[election]") {
+  Cluster masters(1);
+  LoopFixture loop;
+  {
+    Client a(loop.get(), fenced(masters));
+    int won_untold = 0;
+    for (int i = 0; i < 5; ++i) {
+      const std::string name = "again-" + std::to_string(i);
+      Election e(a, name, "a", 30s);
+      std::unique_ptr<Campaign> second;
+      std::unique_ptr<Campaign> first;
+      a.try_lock("beside-" + std::to_string(i), 30s, [&](std::error_code, Lock) {
+        if (!first->done() && masters[0].get("{" + name + "}")) ++won_untold;
+        e.resign(nullptr);
+        second = std::make_unique<Campaign>(e, "v2", 5s);
+      });
+      first = std::make_unique<Campaign>(e, "v1", 5s);
+      REQUIRE(loop.run_until([&] { return first->done() && second && second->done(); }, 5s));
+      CHECK(*first->error == errc::canceled);
+      CHECK_FALSE(*second->error);
+      CHECK(second->leader->value == "v2");
+      CHECK(masters[0].get("{" + name + "}") == e.lock().value);  // it leads with the lock the masters hold
+      CHECK(read_leader(loop, e).value == "v2");
+      CHECK_FALSE(done_of(loop, [&](Election::Done cb) { e.resign(std::move(cb)); }));
+      CHECK(loop.run_until([&] { return !masters[0].get("{" + name + "}"); }, 2s));  // no lock() left waiting
+      CHECK(first->lost->empty());
+      CHECK(second->lost->empty());
+    }
+    CHECK(won_untold > 0);
+    a.close(nullptr);
+  }
+  REQUIRE(loop.close());
+}
+
+TEST_CASE("no callback of an Election runs after its destruction: resign's, proclaim's, a refused call's",
+          "[election]") {
+  Cluster masters(3);
+  LoopFixture loop;
+  {
+    Client a(loop.get(), fenced(masters));
+    auto leading = std::make_unique<Election>(a, "gone", "a", 30s);
+    Campaign won(*leading, "v", 0ms);
+    REQUIRE(loop.run_until([&] { return won.done(); }, 5s));
+    REQUIRE_FALSE(*won.error);
+    auto idle = std::make_unique<Election>(a, "other", "b", 30s);
+    int called = 0;
+    leading->proclaim("w", [&](std::error_code) { ++called; });
+    leading->resign([&](std::error_code) { ++called; });
+    idle->campaign(
+        std::string(64 * 1024 + 1, 'x'), 0ms, [&](std::error_code, Leader) { ++called; }, nullptr);
+    idle->resign([&](std::error_code) { ++called; });
+    idle->leader([&](std::error_code, Leader) { ++called; });
+    leading.reset();
+    idle.reset();
+    CHECK(loop.run_until([&] { return !masters[0].get("{gone}"); }, 2s));  // the resign still went out
+    (void)loop.run_until([] { return false; }, 100ms);
+    CHECK(called == 0);
+    a.close(nullptr);
+  }
+  REQUIRE(loop.close());
+}
+
+TEST_CASE("a renewal never writes an older value back over a proclaim sent before it", "[election]") {
+  // Every command and reply 40 ms late: a proclaim is in flight 80 ms, and a
+  // renewal (every 100 ms) is answered while one is, then writes the record.
+  Cluster masters(3);
+  std::vector<std::unique_ptr<FaultProxy>> proxies;
+  Options slow = fenced(masters);
+  slow.masters.clear();
+  slow.command_timeout = 500ms;
+  for (std::size_t i = 0; i < masters.size(); ++i) {
+    proxies.push_back(std::make_unique<FaultProxy>(masters[i].port()));
+    slow.masters.push_back(proxies.back()->endpoint());
+  }
+  LoopFixture loop;
+  {
+    Client a(loop.get(), slow);
+    Election e(a, "sched", "a", 300ms);
+    Campaign won(e, "v0", 0ms);
+    REQUIRE(loop.run_until([&] { return won.done(); }, 5s));
+    REQUIRE_FALSE(*won.error);
+    for (auto& p : proxies) p->delay(40ms);
+    int proclaimed = 0;
+    std::vector<std::string> older;  // read back after a newer value was proclaimed
+    for (int k = 1; k <= 12; ++k) {
+      const std::string value = "v" + std::to_string(k);
+      if (done_of(loop, [&](Election::Done cb) { e.proclaim(value, std::move(cb)); })) continue;
+      ++proclaimed;
+      Leader now = read_leader(loop, e);
+      if (now.value != value) older.push_back(value + " read as " + now.value);
+    }
+    CHECK(proclaimed >= 10);
+    CHECK(older.empty());
+    for (const auto& o : older) UNSCOPED_INFO(o);
+    CHECK(won.lost->empty());
+    for (auto& p : proxies) p->pass();
+    CHECK_FALSE(done_of(loop, [&](Election::Done cb) { e.resign(std::move(cb)); }));
+    a.close(nullptr);
+  }
+  REQUIRE(loop.close());
+}

@@ -80,7 +80,9 @@ class REDLOCK_API Election {
   void campaign(std::string value, milliseconds wait, Elected elected, LostCallback on_lost);
   /// The leader changes its value, written where its lock still holds;
   /// errc::not_held when this Election does not lead (or a majority no
-  /// longer holds its lock).
+  /// longer holds its lock). Once answered, no read returns an older value;
+  /// a proclaim that failed may still be applied (the renewals write the
+  /// value proclaimed last).
   void proclaim(std::string value, Done cb);
   /// Ends the leadership (the lock is released, so a waiting candidate is
   /// elected about a round trip later), or a campaign still waiting
