@@ -249,6 +249,7 @@ void check_stalls(const std::vector<Record>& records, const FaultSchedule& sched
           if (end - start <= stall_after || !schedule.majority_healthy(start, end)) continue;
           ++s.stalls;
           s.longest_stall = std::max(s.longest_stall, end - start);
+          s.stall_spans.push_back({resource, start, end});
           found = true;
           break;
         }
@@ -474,6 +475,11 @@ void print_text(std::FILE* out, const RunInfo& run, const Summary& s, const Faul
     std::fprintf(out, ", longest %.3f ms",
                  std::chrono::duration<double, std::milli>(s.longest_stall).count());
   std::fprintf(out, "\n");
+  if (list_faults) {
+    for (const auto& stall : s.stall_spans)
+      std::fprintf(out, "  stall resource %d +%.3f..+%.3f s\n", stall.resource,
+                   seconds_since(run.start, stall.from), seconds_since(run.start, stall.to));
+  }
   if (s.shared_overlaps > 0)
     std::fprintf(out, "shared holders beside one another (allowed): %zu\n", s.shared_overlaps);
   if (s.observations > 0)

@@ -85,6 +85,11 @@ struct Summary {
   // Not counted for --permits (each permit is its own lock).
   std::size_t stalls = 0;
   Clock::duration longest_stall{};
+  struct Stall {
+    int resource;
+    Clock::time_point from, to;
+  };
+  std::vector<Stall> stall_spans;  // listed with the faults (--list-faults)
   // --election: observers' reports, and those with a lower term than one the
   // same observer reported before.
   std::size_t observations = 0;
