@@ -77,6 +77,9 @@ void close_gracefully(Socket* s, uv_loop_t* loop, std::chrono::milliseconds boun
     return;
   }
   linger.timer.data = s;
+  // From now: the loop's cached time is that of its last turn, and a caller
+  // busy since would find the bound already past and the socket closed at once.
+  uv_update_time(loop);
   uv_timer_start(
       &linger.timer, [](uv_timer_t* t) { end_linger(static_cast<Socket*>(t->data)); },
       static_cast<std::uint64_t>(bound.count()), 0);

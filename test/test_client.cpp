@@ -183,8 +183,10 @@ TEST_CASE("an unlock issued just before close or destruction still reaches every
   REQUIRE(loop.close());
 }
 
-TEST_CASE("an unlock queued behind more than the sockets can buffer still reaches the master at close",
-          "[client]") {
+TEST_CASE(
+    "an unlock queued behind more than the sockets can buffer still reaches the master at close, "
+    "however long the caller was busy before",
+    "[client]") {
   Cluster masters(1);
   Options options = masters.options();
   options.command_timeout = 5s;  // what the paused master has not answered stays pending
@@ -194,13 +196,19 @@ TEST_CASE("an unlock queued behind more than the sockets can buffer still reache
     Answer a = try_lock(loop, client, "behind", 30s);
     REQUIRE_FALSE(a.error);
     masters[0].pause();
-    // 12 MB of try_locks, more than the kernel buffers of both ends take
-    // while the master reads nothing: the unlock after them is still in the
-    // Client when it closes.
+    // 12 MB of unlocks (of locks nobody holds), more than the kernel buffers
+    // of both ends take while the master reads nothing: the unlock after
+    // them is still in the Client when it closes.
     const std::string filler(std::size_t{60} * 1024, 'x');
-    for (int i = 0; i < 200; ++i)
-      client.try_lock(filler + std::to_string(i), 30s, [](std::error_code, Lock) {});
+    for (int i = 0; i < 200; ++i) {
+      Lock nobodys = a.lock;
+      nobodys.resource = filler + std::to_string(i);
+      client.unlock(nobodys, [](std::error_code) {});
+    }
     client.unlock(a.lock, [](std::error_code) {});
+    // The caller is busy past the close's bound (500 ms here) before it
+    // closes: the bound starts at the close, not at the loop's last turn.
+    std::this_thread::sleep_for(600ms);
   }
   masters[0].resume();
   REQUIRE(loop.close());  // runs the loop until the closing connection is done
