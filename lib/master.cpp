@@ -34,7 +34,9 @@ struct Master::Socket {
     uv_shutdown_t shutdown{};
     uv_timer_t timer{};
     std::array<char, 4096> discard{};
-    int open_handles = 2;  // the socket and the timer
+    std::uint64_t quiet_ms = 0;    // closes after this long without a byte read
+    std::uint64_t give_up_at = 0;  // uv_now() ms; closes then in any case
+    int open_handles = 2;          // the socket and the timer
     bool closing = false;
   };
   std::unique_ptr<Linger> linger;
@@ -59,14 +61,21 @@ void end_linger(Socket* s) {
   uv_close(&s->handle, free_when_closed);
 }
 
+void linger_over(uv_timer_t* t) {
+  end_linger(static_cast<Socket*>(t->data));
+}
+
 // Closing a socket at once loses what it has not sent yet whenever replies
 // sit unread in it: Linux answers that close with a reset and drops its send
 // queue (seen under load: an unlock issued just before Client::close never
 // reached a master whose handshake replies were still unread). So a socket
 // with commands in flight shuts its write side after them, reads and drops
 // replies until the server closes its side (it ran everything it read by
-// then), and closes `bound` later at the latest.
-void close_gracefully(Socket* s, uv_loop_t* loop, std::chrono::milliseconds bound) {
+// then). A server that answers nothing for `quiet` (paused, gone) does not
+// hold the close up longer; one still answering (a long queue to work
+// through on a loaded machine) holds it up to `cap`.
+void close_gracefully(Socket* s, uv_loop_t* loop, std::chrono::milliseconds quiet,
+                      std::chrono::milliseconds cap) {
   s->owner = nullptr;
   s->linger = std::make_unique<Socket::Linger>();
   Socket::Linger& linger = *s->linger;
@@ -80,16 +89,21 @@ void close_gracefully(Socket* s, uv_loop_t* loop, std::chrono::milliseconds boun
   // From now: the loop's cached time is that of its last turn, and a caller
   // busy since would find the bound already past and the socket closed at once.
   uv_update_time(loop);
-  uv_timer_start(
-      &linger.timer, [](uv_timer_t* t) { end_linger(static_cast<Socket*>(t->data)); },
-      static_cast<std::uint64_t>(bound.count()), 0);
+  linger.quiet_ms = static_cast<std::uint64_t>(quiet.count());
+  linger.give_up_at = uv_now(loop) + static_cast<std::uint64_t>(cap.count());
+  uv_timer_start(&linger.timer, linger_over, linger.quiet_ms, 0);
   uv_read_stop(&s->stream);
   auto discard = [](uv_handle_t* h, std::size_t, uv_buf_t* buf) {
     auto& bytes = static_cast<Socket*>(h->data)->linger->discard;
     *buf = uv_buf_init(bytes.data(), static_cast<unsigned>(bytes.size()));
   };
   auto until_closed = [](uv_stream_t* stream, ssize_t nread, const uv_buf_t*) {
-    if (nread < 0) end_linger(static_cast<Socket*>(stream->data));
+    auto* s = static_cast<Socket*>(stream->data);
+    if (nread < 0) return end_linger(s);
+    Socket::Linger& l = *s->linger;
+    std::uint64_t now = uv_now(stream->loop);
+    if (nread > 0 && !l.closing && now < l.give_up_at)
+      uv_timer_start(&l.timer, linger_over, std::min(l.quiet_ms, l.give_up_at - now), 0);
   };
   int rc = uv_read_start(&s->stream, discard, until_closed);
   if (rc == 0) rc = uv_shutdown(&linger.shutdown, &s->stream, [](uv_shutdown_t*, int) {});
@@ -236,10 +250,11 @@ struct WriteRequest {
 
 constexpr std::uint64_t no_deadline = std::numeric_limits<std::uint64_t>::max();
 constexpr std::size_t read_buffer_size = std::size_t{64} * 1024;
-// How long a closing connection waits at most for the server to close its
-// side (close_gracefully): enough for a loaded machine to send what is
-// queued, short enough that a paused master does not hold up a shutdown.
-constexpr std::chrono::milliseconds max_linger{500};
+// How long a closing connection waits for the server to close its side
+// (close_gracefully): at most this long without a reply (a paused master
+// does not hold up a shutdown), and at most max_linger in all.
+constexpr std::chrono::milliseconds max_linger_quiet{500};
+constexpr std::chrono::milliseconds max_linger{5000};
 // No reply to anything we send is near this; more unparsed bytes than this
 // means the master is broken or hostile.
 constexpr std::size_t max_buffered_reply = std::size_t{1} << 20;
@@ -337,7 +352,8 @@ Master::~Master() {
     send_bytes(out_);
   }
   if (in_flight && !config_.subscriber)
-    close_gracefully(socket_.release(), loop_, std::min(config_.command_timeout, max_linger));
+    close_gracefully(socket_.release(), loop_, std::min(config_.command_timeout, max_linger_quiet),
+                     max_linger);
 }
 
 bool Master::voting() const {

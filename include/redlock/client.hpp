@@ -147,7 +147,8 @@ class REDLOCK_API Client {
   /// then calls `cb` (may be empty). Later calls are answered with errc::closed.
   /// What was issued before (an unlock) still goes to every connected master:
   /// a connection with commands in flight stays open, reading, until the
-  /// master closes its side, for min(command_timeout, 500 ms) at most, so
+  /// master closes its side; it closes anyway once the master answered
+  /// nothing for min(command_timeout, 500 ms), and after 5 s in all, so
   /// uv_run() may return that much later.
   void close(std::function<void()> cb);
   /// Ends the lock() call `id` if it has not been answered yet: it is
