@@ -31,6 +31,19 @@ Options fenced(const Cluster& masters) {
   return o;
 }
 
+// Fenced options whose masters are reached through a FaultProxy each (in
+// `proxies`), patient enough (500 ms) for the delays a test sets there.
+Options through_proxies(Cluster& masters, std::vector<std::unique_ptr<FaultProxy>>& proxies) {
+  Options o = fenced(masters);
+  o.masters.clear();
+  o.command_timeout = 500ms;
+  for (std::size_t i = 0; i < masters.size(); ++i) {
+    proxies.push_back(std::make_unique<FaultProxy>(masters[i].port()));
+    o.masters.push_back(proxies.back()->endpoint());
+  }
+  return o;
+}
+
 struct Campaign {
   std::shared_ptr<int> calls = std::make_shared<int>(0);
   std::shared_ptr<std::error_code> error = std::make_shared<std::error_code>();
@@ -48,6 +61,11 @@ struct Campaign {
         [lost = lost](std::error_code ec) { lost->push_back(ec); });
   }
   bool done() const { return *calls > 0; }
+  // Runs the loop until answered: it must have won.
+  void wait_won(LoopFixture& loop) const {
+    REQUIRE(loop.run_until([&] { return done(); }, 5s));
+    REQUIRE_FALSE(*error);
+  }
 };
 
 std::error_code done_of(LoopFixture& loop, const std::function<void(Election::Done)>& call) {
@@ -77,8 +95,7 @@ TEST_CASE("an election has one leader, its term a fencing token; resign hands ov
     Election first(a, "scheduler", "node-a", 2s);
     Election second(b, "scheduler", "node-b", 2s);
     Campaign one(first, "a:8080", 0ms);
-    REQUIRE(loop.run_until([&] { return one.done(); }, 5s));
-    REQUIRE_FALSE(*one.error);
+    one.wait_won(loop);
     CHECK(one.leader->present);
     CHECK(one.leader->id == "node-a");
     CHECK(one.leader->term > 0);
@@ -118,8 +135,7 @@ TEST_CASE("proclaim changes the leader's value; a candidate that does not lead c
     Election leader(a, "scheduler", "node-a", 5s);
     Election other(a, "scheduler", "node-x", 5s);
     Campaign won(leader, "v1", 0ms);
-    REQUIRE(loop.run_until([&] { return won.done(); }, 5s));
-    REQUIRE_FALSE(*won.error);
+    won.wait_won(loop);
     CHECK_FALSE(done_of(loop, [&](Election::Done cb) { leader.proclaim("v2", std::move(cb)); }));
     CHECK(read_leader(loop, other).value == "v2");
     CHECK(done_of(loop, [&](Election::Done cb) { other.proclaim("mine", std::move(cb)); }) == errc::not_held);
@@ -245,13 +261,7 @@ TEST_CASE("Leadership for threads: one leader at a time, terms that only grow", 
 TEST_CASE("a resign between winning the lock and writing who leads gives the lock back", "[election]") {
   Cluster masters(3);
   std::vector<std::unique_ptr<FaultProxy>> proxies;
-  Options slow = fenced(masters);
-  slow.masters.clear();
-  slow.command_timeout = 500ms;
-  for (std::size_t i = 0; i < masters.size(); ++i) {
-    proxies.push_back(std::make_unique<FaultProxy>(masters[i].port()));
-    slow.masters.push_back(proxies.back()->endpoint());
-  }
+  Options slow = through_proxies(masters, proxies);
   LoopFixture loop;
   {
     Client a(loop.get(), slow);
@@ -319,8 +329,7 @@ TEST_CASE("a second campaign while leading and a value over 64 KiB are invalid_a
     Client a(loop.get(), fenced(masters));
     Election e(a, "sched", "a", 5s);
     Campaign first(e, "v", 0ms);
-    REQUIRE(loop.run_until([&] { return first.done(); }, 5s));
-    REQUIRE_FALSE(*first.error);
+    first.wait_won(loop);
     Campaign again(e, "v", 0ms);
     REQUIRE(loop.run_until([&] { return again.done(); }, 5s));
     CHECK(*again.error == errc::invalid_argument);
@@ -413,8 +422,7 @@ TEST_CASE("no callback of an Election runs after its destruction: resign's, proc
     Client a(loop.get(), fenced(masters));
     auto leading = std::make_unique<Election>(a, "gone", "a", 30s);
     Campaign won(*leading, "v", 0ms);
-    REQUIRE(loop.run_until([&] { return won.done(); }, 5s));
-    REQUIRE_FALSE(*won.error);
+    won.wait_won(loop);
     auto idle = std::make_unique<Election>(a, "other", "b", 30s);
     int called = 0;
     leading->proclaim("w", [&](std::error_code) { ++called; });
@@ -438,20 +446,13 @@ TEST_CASE("a renewal never writes an older value back over a proclaim sent befor
   // renewal (every 100 ms) is answered while one is, then writes the record.
   Cluster masters(3);
   std::vector<std::unique_ptr<FaultProxy>> proxies;
-  Options slow = fenced(masters);
-  slow.masters.clear();
-  slow.command_timeout = 500ms;
-  for (std::size_t i = 0; i < masters.size(); ++i) {
-    proxies.push_back(std::make_unique<FaultProxy>(masters[i].port()));
-    slow.masters.push_back(proxies.back()->endpoint());
-  }
+  Options slow = through_proxies(masters, proxies);
   LoopFixture loop;
   {
     Client a(loop.get(), slow);
     Election e(a, "sched", "a", 300ms);
     Campaign won(e, "v0", 0ms);
-    REQUIRE(loop.run_until([&] { return won.done(); }, 5s));
-    REQUIRE_FALSE(*won.error);
+    won.wait_won(loop);
     for (auto& p : proxies) p->delay(40ms);
     int proclaimed = 0;
     std::vector<std::string> older;  // read back after a newer value was proclaimed
