@@ -567,12 +567,7 @@ const Script acquire_all{
     "  if current and current ~= ARGV[1] then\n"
     "    left = redis.call('pttl', KEYS[i])\n"
     "    if left < 0 then return {0, 0} end\n"
-    "    if ARGV[3] ~= '0' and current == '" REDLOCK_SHARED_MARK "' then\n"
-    "      local clock = redis.call('time')\n"
-    "      local mark_ms = tonumber(ARGV[3])\n"
-    "      redis.call('zadd', KEYS[2 * n + i], clock[1] * 1000 + math.floor(clock[2] / 1000) + mark_ms, ARGV[1])\n"
-    "      if redis.call('pttl', KEYS[2 * n + i]) < mark_ms then redis.call('pexpire', KEYS[2 * n + i], mark_ms) end\n"
-    "    end\n"
+    "    if ARGV[3] ~= '0' then\n" REDLOCK_MARK_WRITER_WAITING("KEYS[2 * n + i]", "ARGV[3]") "    end\n"
     "  elseif redis.call('exists', KEYS[n + i]) == 1 then\n"
     "    left = redis.call('pttl', KEYS[n + i])\n"
     "    if left < 0 then left = 0 end\n"
@@ -585,7 +580,7 @@ const Script acquire_all{
     "  if ARGV[3] ~= '0' then redis.call('zrem', KEYS[2 * n + i], ARGV[1]) end\n"
     "end\n"
     "return {1, counter}\n",
-    "8e0ead8ad2e1ab41aa83d966ad557fce87a9d801",
+    "f75dc0a3e9809a15e2861d8c6fb19a76355ea72c",
     -std::numeric_limits<int>::max(),
     1,
     0,
