@@ -638,12 +638,12 @@ void Operation::release_everywhere(std::string_view value, Release what) {
 // A writer that stops waiting without the lock takes its mark away, so the
 // shared waiters it kept out try again now rather than when it expires. A
 // mark another writer set since (it holds that writer's value) stays.
-void Operation::writer_gone(Context& context, const std::string& key, std::string_view value, bool flush) {
+void Operation::writer_gone(Context& context, const std::string& key, std::string_view value) {
   auto command =
       Command::script(scripts::unmark_writer, {keys::writer_waiting(key), keys::release_channel(key), value});
   for (const auto& m : context.masters) {
     m->send(command, {});
-    if (flush) m->flush();
+    m->flush();
   }
 }
 
@@ -723,10 +723,7 @@ void Operation::cancel() {
   // valid_until, and must not find it deleted under it.
   if (round_ && kind_ == Kind::acquire) release_everywhere(lock_.value);
   // A writer that waited may have marked the masters: its marks go too.
-  // (Not flushed here: the Client writes what it sent as its connections
-  // close, after the queue entries Waiters::close takes out.)
-  if (waiting_ && tried_ && !lock_.shared && kind_ == Kind::acquire)
-    writer_gone(context_, key_, lock_.value, false);
+  if (waiting_ && tried_ && !lock_.shared && kind_ == Kind::acquire) writer_gone(context_, key_, lock_.value);
   round_.reset();
   retry_timer_.close();
   enlisted_ = false;  // the client is closing: no line to leave, nobody to wake

@@ -137,8 +137,7 @@ class Operation final : public Waiters::Waiter {
   void abandon();
   /// A waiting writer of `key` (value `value`) stopped waiting without the
   /// lock: its writer-waiting mark goes, and the shared waiters hear it.
-  static void writer_gone(Context& context, const std::string& key, std::string_view value,
-                          bool flush = true);
+  static void writer_gone(Context& context, const std::string& key, std::string_view value);
 
   void wake(std::string_view message) override;
   void recheck() override;
