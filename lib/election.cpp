@@ -212,9 +212,7 @@ class Election::Impl : public std::enable_shared_from_this<Impl> {
   void leader(LeaderCallback cb) {
     if (!cb) return;
     if (closed_) {
-      return context_.post([weak = weak_from_this(), cb = std::move(cb)] {
-        if (auto self = weak.lock(); self && !self->stopped_) cb(make_error_code(errc::closed), Leader{});
-      });
+      return context_.post([cb = guarded(std::move(cb))] { cb(make_error_code(errc::closed), Leader{}); });
     }
     read([cb = std::move(cb)](Leader l, milliseconds) {
       std::error_code e = l.known ? std::error_code{} : make_error_code(errc::unavailable);
@@ -457,9 +455,7 @@ class Election::Impl : public std::enable_shared_from_this<Impl> {
 
  private:
   void post_elected(Elected elected, errc e) {
-    context_.post([weak = weak_from_this(), elected = std::move(elected), e] {
-      if (auto self = weak.lock(); self && !self->stopped_) elected(make_error_code(e), Leader{});
-    });
+    context_.post([elected = guarded(std::move(elected)), e] { elected(make_error_code(e), Leader{}); });
   }
   void post_done(Done cb, errc e) {
     context_.post([cb = guarded(std::move(cb)), e] { cb(make_error_code(e)); });
@@ -467,9 +463,10 @@ class Election::Impl : public std::enable_shared_from_this<Impl> {
 
   // `cb`, run only while the Election lives: none of its callbacks runs after
   // its destruction, whoever answers it (the Client's unlock, a round).
-  Done guarded(Done cb) {
-    return [weak = weak_from_this(), cb = std::move(cb)](std::error_code e) {
-      if (auto self = weak.lock(); self && !self->stopped_) cb(e);
+  template <class... Args>
+  std::function<void(Args...)> guarded(std::function<void(Args...)> cb) {
+    return [weak = weak_from_this(), cb = std::move(cb)](Args... args) {
+      if (auto self = weak.lock(); self && !self->stopped_) cb(std::move(args)...);
     };
   }
 
