@@ -157,6 +157,7 @@ class Operation final : public Waiters::Waiter {
   void note_queue(const Outcome& outcome);
   void attempt();
   void on_gate(const Outcome& outcome);
+  void note_gate_yes(const Outcome& outcome);
   /// `gate_veto`: in a waiter's gated round, the gate's no fails the round.
   void start_round(TimePoint t0, bool gate_veto = true);
   bool gated_round() const;

@@ -24,12 +24,12 @@ std::shared_ptr<Round> Round::start(const std::vector<std::unique_ptr<Master>>& 
 std::shared_ptr<Round> Round::start_gated(const std::vector<std::unique_ptr<Master>>& masters,
                                           const std::shared_ptr<const Command>& command, Master& gate,
                                           const std::shared_ptr<const Command>& gate_command, TimePoint t0,
-                                          Decided decided, bool veto, Decide rule,
+                                          Decided decided, GateVote gate_vote, Decide rule,
                                           std::chrono::milliseconds patience) {
   auto round =
       std::make_shared<Round>(Token{}, static_cast<int>(masters.size()), t0, std::move(decided), rule);
   round->gate_ = &gate;
-  round->gate_veto_ = veto;
+  round->gate_vote_ = gate_vote;
   // The gate's answer (a veto, a woken waiter) is the one a waiter's round
   // waits for, and a release should wake the next waiter as early as it can.
   // Its command is written last: masters that share a CPU run in about the
@@ -76,6 +76,7 @@ std::shared_ptr<Round> Round::start_past_gate(const std::vector<std::unique_ptr<
                                        Decide::early);
   round->gate_ = &gate;
   round->gate_answered_ = true;
+  round->gate_said_yes_ = true;
   round->remember_yes(gate);
   ++round->tally_.yes;
   for (const auto& m : masters) {
@@ -94,8 +95,8 @@ std::shared_ptr<Round> Round::start_on(Master& master, const std::shared_ptr<con
 
 void Round::on_reply(const Master& from, const Reply& answer) {
   const Reply& reply = result_of(answer);
-  Vote vote = classify(reply);
-  if (!from.voting()) vote = Vote::failed;
+  Vote said = classify(reply);
+  Vote vote = from.voting() ? said : Vote::failed;
   if (reply.type == Reply::Type::integer) {
     tally_.most = std::max(tally_.most, reply.integer);
     // The acquire script's no: -(the holder's remaining ms + 1).
@@ -107,6 +108,7 @@ void Round::on_reply(const Master& from, const Reply& answer) {
   if (&from == gate_) {
     gate_answered_ = true;
     gate_said_no_ = vote == Vote::no;
+    gate_said_yes_ = said == Vote::yes;
   }
   if (vote == Vote::yes) {
     // Two endpoints that reach one server must not make two votes.
@@ -148,10 +150,10 @@ void Round::count(Vote vote) {
   outcome.t0 = t0_;
   outcome.tally = tally_;
   int majority = quorum::majority(n_);
-  if (gate_veto_ && gate_said_no_) {
+  if (gate_vote_ == GateVote::veto && gate_said_no_) {
     outcome.error = errc::not_acquired;
   } else if (tally_.yes >= majority) {
-    if (gate_veto_ && !gate_answered_) return;
+    if (gate_vote_ != GateVote::counts && !gate_answered_) return;
     int unanswered = n_ - tally_.yes - tally_.no - tally_.failed;
     // Whether ownership was continuous must not depend on reply order.
     if (rule_ == Decide::renewal && tally_.renewed < majority && tally_.renewed + unanswered >= majority)
@@ -168,6 +170,7 @@ void Round::count(Vote vote) {
   }
   if (!outcome.reached) outcome.free_in_ms = free_in_ms();
   outcome.refused_at_gate = refused_at_gate_;
+  outcome.gate_said_yes = gate_said_yes_;
   auto decided = std::exchange(decided_, nullptr);
   decided(outcome);
 }

@@ -30,6 +30,13 @@ enum class Decide {
   renewal,   // early, but a yes waits until it is known whether a majority renewed (continue_lock)
 };
 
+/// What a gated round makes of its gate master's vote.
+enum class GateVote {
+  counts,   // one vote among the others
+  awaited,  // one vote, but a won round waits for it (what the gate did to its queue)
+  veto,     // a no loses the round, and a won round waits for it
+};
+
 /// What a round decided, at the moment it could.
 struct Outcome {
   bool reached = false;  // a majority voted yes
@@ -42,6 +49,9 @@ struct Outcome {
   // A round with a gate: the gate master had refused with the holder's
   // expiry (acquire_or_queue: queued us) by the time of the decision.
   bool refused_at_gate = false;
+  // The gate master had answered its command with a yes (whether or not
+  // that yes counted as a vote).
+  bool gate_said_yes = false;
 };
 
 /// One fan-out of one command to every master. It decides as soon as the
@@ -63,15 +73,15 @@ class Round final : public ReplyHandler, public std::enable_shared_from_this<Rou
                                       Decided decided, Decide rule = Decide::early,
                                       std::chrono::milliseconds patience = {});
   /// start() where the master `gate` gets `gate_command` instead: a key's
-  /// gate master keeps the queue of the Clients waiting for it. With `veto`
-  /// (a waiter's attempt, which queues at its gate where refused there) the
-  /// round is won only if the gate granted too, unless its vote failed:
-  /// otherwise a waiter could win the other masters while the gate keeps the
-  /// lock for the head of its queue.
+  /// gate master keeps the queue of the Clients waiting for it. With
+  /// GateVote::veto (a waiter's attempt, which queues at its gate where
+  /// refused there) the round is won only if the gate granted too, unless its
+  /// vote failed: otherwise a waiter could win the other masters while the
+  /// gate keeps the lock for the head of its queue.
   static std::shared_ptr<Round> start_gated(const std::vector<std::unique_ptr<Master>>& masters,
                                             const std::shared_ptr<const Command>& command, Master& gate,
                                             const std::shared_ptr<const Command>& gate_command, TimePoint t0,
-                                            Decided decided, bool veto, Decide rule = Decide::early,
+                                            Decided decided, GateVote gate_vote, Decide rule = Decide::early,
                                             std::chrono::milliseconds patience = {});
   /// start() where each master in `waking` (every master when empty) gets
   /// `waking_command` instead: an unlock that wakes the queue each of them may
@@ -110,9 +120,10 @@ class Round final : public ReplyHandler, public std::enable_shared_from_this<Rou
   int n_;
   Decide rule_;
   const Master* gate_ = nullptr;
-  bool gate_veto_ = false;
+  GateVote gate_vote_ = GateVote::counts;
   bool gate_answered_ = false;  // its vote counted (yes, no or failed)
   bool gate_said_no_ = false;
+  bool gate_said_yes_ = false;
   bool refused_at_gate_ = false;  // no, with the holder's expiry
   TimePoint t0_;
   Decided decided_;

@@ -12,6 +12,12 @@
 namespace redlock {
 namespace {
 
+// The entry of a line's asked_at for `gate`.
+template <typename Entries>
+auto find_gate(Entries& asked_at, const Master& gate) {
+  return std::find_if(asked_at.begin(), asked_at.end(), [&gate](const auto& a) { return a.gate == &gate; });
+}
+
 // How long after its last refused attempt a key counts as contended.
 constexpr std::uint64_t contended_ms = 1000;
 // Past this many remembered contended keys, those whose time passed are forgotten.
@@ -220,7 +226,24 @@ void Waiters::asked(const std::string& key, const Master& gate) {
   auto it = lines_.find(key);
   if (it == lines_.end()) return;
   auto& asked_at = it->second.asked_at;
-  if (std::find(asked_at.begin(), asked_at.end(), &gate) == asked_at.end()) asked_at.push_back(&gate);
+  auto entry = find_gate(asked_at, gate);
+  if (entry == asked_at.end()) {
+    asked_at.push_back(Asked{&gate, gate.connections()});
+    return;
+  }
+  if (entry->connection != gate.connections()) entry->connection = mixed;
+  entry->taken_out = false;
+}
+
+// One connection runs our commands in the order sent, so a yes to the last
+// request on the connection that carried them all leaves no entry of ours.
+// (Requests sent on a connection that dropped may still run at the gate
+// later, in any order.)
+void Waiters::took_at_gate(const std::string& key, const Master& gate) {
+  auto it = lines_.find(key);
+  if (it == lines_.end()) return;
+  auto entry = find_gate(it->second.asked_at, gate);
+  if (entry != it->second.asked_at.end() && entry->connection == gate.connections()) entry->taken_out = true;
 }
 
 // Takes our wake channel out of `key`'s queue at every gate the line asked to
@@ -232,11 +255,14 @@ void Waiters::asked(const std::string& key, const Master& gate) {
 // lives (retry_delay + jitter + 1 s past our last attempt): a gate that comes
 // back within that still drops the entry.
 void Waiters::leave_queues(const std::string& key, const Line& line) {
-  if (line.asked_at.empty()) return;
-  auto command = Command::plain({"ZREM", keys::queue(key), wake_channel_});
+  std::shared_ptr<const Command> command;
   auto patience = std::chrono::duration_cast<milliseconds>(options_.retry_delay + options_.retry_jitter +
                                                            std::chrono::seconds(1));
-  for (const Master* gate : line.asked_at) masters_[gate->index()]->send(command, {}, patience);
+  for (const Asked& asked : line.asked_at) {
+    if (asked.taken_out) continue;
+    if (!command) command = Command::plain({"ZREM", keys::queue(key), wake_channel_});
+    masters_[asked.gate->index()]->send(command, {}, patience);
+  }
 }
 
 void Waiters::queued(const std::string& key, const Master& gate) {
@@ -533,9 +559,8 @@ void Waiters::close() {
   for (const auto& entry : lines_) {
     const Line& line = entry.second;
     leave_queues(entry.first, line);
-    for (const Master* gate : line.asked_at) pass_wake_on(*gate, entry.first);
-    if (line.woken_at != nullptr &&
-        std::find(line.asked_at.begin(), line.asked_at.end(), line.woken_at) == line.asked_at.end())
+    for (const Asked& asked : line.asked_at) pass_wake_on(*asked.gate, entry.first);
+    if (line.woken_at != nullptr && find_gate(line.asked_at, *line.woken_at) == line.asked_at.end())
       pass_wake_on(*line.woken_at, entry.first);
   }
   lines_.clear();

@@ -100,6 +100,10 @@ class Waiters {
   /// or the call end, before the gate's answer), the line's entry there is
   /// taken out when the line empties (leave) or the Client closes.
   void asked(const std::string& key, const Master& gate);
+  /// The gate said yes to an attempt on `key` that asked it to queue us, and
+  /// so took our wake channel out of its queue: unless the line asks again,
+  /// it need not be taken out when the line empties.
+  void took_at_gate(const std::string& key, const Master& gate);
   /// The gate master refused an attempt on `key` and queued our wake channel:
   /// until the queue wakes us, releases published to all are not for us.
   void queued(const std::string& key, const Master& gate);
@@ -145,11 +149,21 @@ class Waiters {
   void close();
 
  private:
+  // A gate master asked to queue our wake channel (asked()).
+  struct Asked {
+    const Master* gate;
+    // Its connection (Master::connections()) when asked, or `mixed`
+    // where the line asked it on more than one: their commands' order at the
+    // gate is not known.
+    std::uint64_t connection;
+    bool taken_out = false;  // its yes to our last request took our entry out
+  };
+  static constexpr std::uint64_t mixed = ~std::uint64_t{0};
   struct Line {
     std::deque<Waiter*> queue;
-    const Master* queued_at = nullptr;    // the gate master whose queue has our wake channel
-    const Master* woken_at = nullptr;     // the gate master whose queue woke us last
-    std::vector<const Master*> asked_at;  // every gate asked to queue our wake channel (asked())
+    const Master* queued_at = nullptr;  // the gate master whose queue has our wake channel
+    const Master* woken_at = nullptr;   // the gate master whose queue woke us last
+    std::vector<Asked> asked_at;
   };
   struct Subscription {
     bool confirmed = false;        // a master answered the SUBSCRIBE

@@ -16,6 +16,7 @@
 #include "support/eventually.hpp"
 #include "support/holders.hpp"
 #include "support/loop.hpp"
+#include "support/monitor.hpp"
 
 using namespace redlock;
 using namespace redlock::test;
@@ -900,6 +901,36 @@ TEST_CASE("a waiter that wins the other masters while the gate refuses leaves no
     CHECK(holders(masters, "{won}", waiter.answer->lock.value) == 2);
     INFO("wake channel " << channel);
     CHECK(queue_empties(loop, masters[gate], "{won}"));
+    waiter_client.close(nullptr);
+  }
+  REQUIRE(loop.close());
+}
+
+TEST_CASE(
+    "a waiter the queue woke, whose claim the gate granted, sends the gate no request to leave its queue",
+    "[wait][queue]") {
+  Cluster masters(3);
+  LoopFixture loop;
+  {
+    Options options = masters.options();
+    Client holder(loop.get(), options);
+    Client waiter_client(loop.get(), options);
+    Answer held = try_lock_everywhere(loop, holder, masters, "claimed", 30s);
+    std::size_t gate = gate_of("{claimed}", options);
+    Waiting waiter(waiter_client, "claimed", 10s, 8s);
+    (void)queued_alone(loop, masters, gate, "{claimed}");
+    Monitor monitor(masters[gate]);
+    REQUIRE_FALSE(unlock(loop, holder, held.lock));
+    REQUIRE(loop.run_until([&] { return waiter.done(); }, 8s));
+    REQUIRE_FALSE(waiter.answer->error);
+    // Runs at the gate after whatever the waiter's Client wrote there before.
+    REQUIRE_FALSE(unlock(loop, waiter_client, waiter.answer->lock));
+    std::vector<std::string> requests = monitor.requests();
+    std::string seen;
+    for (const auto& r : requests) seen += r + "\n";
+    INFO("the gate's requests:\n" << seen);
+    CHECK(count_command(requests, "ZREM") == 0);
+    CHECK(queue_at(masters[gate], "{claimed}").empty());
     waiter_client.close(nullptr);
   }
   REQUIRE(loop.close());
