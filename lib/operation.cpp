@@ -192,7 +192,7 @@ std::shared_ptr<const Command> Operation::make_gate_command(const Master& gate) 
          lock_.value, std::to_string(ttl_.count()), counter_key_.empty() ? "0" : "1", "1", wake_channel});
   }
   asked_to_queue_ = !wake_channel.empty();
-  if (asked_to_queue_) context_.waiters.asked(key_, gate);
+  gate_request_ = asked_to_queue_ ? context_.waiters.asked(key_, gate) : nullptr;
   // The queue lives at least as long as this waiter may still wait.
   return Command::script(
       scripts::acquire_or_queue,
@@ -333,7 +333,9 @@ void Operation::attempt() {
     }
     if (Master* g = context_.waiters.gate(key_)) {
       gate_ = g;
-      round_ = Round::start_on(*g, make_gate_command(*g), t0, [this](const Outcome& o) { on_gate(o); });
+      auto gate_command = make_gate_command(*g);
+      round_ = Round::start_on(*g, gate_command, gate_request_, t0, [this](const Outcome& o) { on_gate(o); });
+      if (gate_request_) gate_request_->forward_to(round_);
       return;
     }
   }
@@ -348,7 +350,6 @@ void Operation::attempt() {
 // there, to be woken one per release in the order they came. A gate that is
 // down or slow is skipped.
 void Operation::on_gate(const Outcome& outcome) {
-  note_gate_yes(outcome);
   if (outcome.error == errc::not_acquired) {
     // Held at the gate: nothing of ours to release there.
     ++gate_refusals_;
@@ -384,8 +385,8 @@ void Operation::start_round(TimePoint t0, bool gate_veto) {
       auto [g, usual] = context_.waiters.gates(key_);
       auto wake = unlock_command(lock_.value, lock_.value, context_.waiters.subscribed(key_), true);
       if (g != nullptr && g == usual) {
-        round_ = Round::start_gated(context_.masters, command_, *g, wake, t0, std::move(decided),
-                                    GateVote::counts, Decide::answered, release_patience());
+        round_ = Round::start_gated(context_.masters, command_, *g, wake, nullptr, t0, std::move(decided),
+                                    false, Decide::answered, release_patience());
         return;
       }
       // This Client's gate is not the top-ranked master, which does not vote
@@ -405,17 +406,11 @@ void Operation::start_round(TimePoint t0, bool gate_veto) {
   } else if (Master* g = gated_round() && !multi() ? context_.waiters.gate(key_) : nullptr) {
     gate_ = g;
     // The head of the queue claiming its reservation needs no veto: the gate
-    // refuses everyone else meanwhile. Its claim still waits for the gate's
-    // answer, which, a yes, took it out of the queue there: then it need not
-    // be taken out again when its wait ends (Waiters::took_at_gate).
-    GateVote gate_vote = GateVote::counts;
-    if (claiming_) {
-      gate_vote = GateVote::awaited;
-    } else if (gate_veto) {
-      gate_vote = GateVote::veto;
-    }
-    round_ = Round::start_gated(context_.masters, command_, *g, make_gate_command(*g), t0, std::move(decided),
-                                gate_vote);
+    // refuses everyone else meanwhile.
+    auto gate_command = make_gate_command(*g);
+    round_ = Round::start_gated(context_.masters, command_, *g, gate_command, gate_request_, t0,
+                                std::move(decided), !claiming_ && gate_veto);
+    if (gate_request_) gate_request_->forward_to(round_);
   } else {
     round_ = Round::start(context_.masters, command_, t0, std::move(decided));
   }
@@ -449,7 +444,6 @@ void Operation::on_decided(const Outcome& outcome) {
   bool still_valid = outcome.reached && context_.clock.now() < valid_until;
   switch (kind_) {
     case Kind::acquire:
-      note_gate_yes(outcome);
       if (!still_valid) {
         note_queue(outcome);
         held_by_majority_ =
@@ -550,13 +544,6 @@ void Operation::on_fenced(const Outcome& outcome, TimePoint valid_until) {
   lock_.valid_until = valid_until;
   lock_.ttl = ttl_;
   finish({});
-}
-
-// A gate that said yes to an attempt that asked it to queue us took our wake
-// channel out of its queue there (acquire_or_queue), in the same script.
-void Operation::note_gate_yes(const Outcome& outcome) {
-  if (outcome.gate_said_yes && asked_to_queue_ && gate_ != nullptr)
-    context_.waiters.took_at_gate(key_, *gate_);
 }
 
 // Whether the attempt left us in the queue at the gate master, which then

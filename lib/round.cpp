@@ -23,13 +23,14 @@ std::shared_ptr<Round> Round::start(const std::vector<std::unique_ptr<Master>>& 
 
 std::shared_ptr<Round> Round::start_gated(const std::vector<std::unique_ptr<Master>>& masters,
                                           const std::shared_ptr<const Command>& command, Master& gate,
-                                          const std::shared_ptr<const Command>& gate_command, TimePoint t0,
-                                          Decided decided, GateVote gate_vote, Decide rule,
+                                          const std::shared_ptr<const Command>& gate_command,
+                                          std::shared_ptr<ReplyHandler> gate_handler, TimePoint t0,
+                                          Decided decided, bool veto, Decide rule,
                                           std::chrono::milliseconds patience) {
   auto round =
       std::make_shared<Round>(Token{}, static_cast<int>(masters.size()), t0, std::move(decided), rule);
   round->gate_ = &gate;
-  round->gate_vote_ = gate_vote;
+  round->gate_veto_ = veto;
   // The gate's answer (a veto, a woken waiter) is the one a waiter's round
   // waits for, and a release should wake the next waiter as early as it can.
   // Its command is written last: masters that share a CPU run in about the
@@ -42,7 +43,7 @@ std::shared_ptr<Round> Round::start_gated(const std::vector<std::unique_ptr<Mast
   // writes after the others. A flush per command here would cost a
   // system call per master per round: at 256 rounds in flight that was
   // most of the client's time.
-  gate.send(gate_command, round, patience);
+  round->send_to_gate(gate, gate_command, std::move(gate_handler), patience);
   for (const auto& m : masters) {
     if (m.get() != &gate) m->send(command, round, patience);
   }
@@ -76,7 +77,6 @@ std::shared_ptr<Round> Round::start_past_gate(const std::vector<std::unique_ptr<
                                        Decide::early);
   round->gate_ = &gate;
   round->gate_answered_ = true;
-  round->gate_said_yes_ = true;
   round->remember_yes(gate);
   ++round->tally_.yes;
   for (const auto& m : masters) {
@@ -86,17 +86,28 @@ std::shared_ptr<Round> Round::start_past_gate(const std::vector<std::unique_ptr<
 }
 
 std::shared_ptr<Round> Round::start_on(Master& master, const std::shared_ptr<const Command>& command,
-                                       TimePoint t0, Decided decided) {
+                                       std::shared_ptr<ReplyHandler> gate_handler, TimePoint t0,
+                                       Decided decided) {
   auto round = std::make_shared<Round>(Token{}, 1, t0, std::move(decided), Decide::early);
   round->gate_ = &master;
-  master.send(command, round);
+  round->send_to_gate(master, command, std::move(gate_handler), {});
   return round;
+}
+
+void Round::send_to_gate(Master& gate, const std::shared_ptr<const Command>& command,
+                         std::shared_ptr<ReplyHandler> gate_handler, std::chrono::milliseconds patience) {
+  gate_handler_ = std::move(gate_handler);
+  if (gate_handler_) {
+    gate.send(command, gate_handler_, patience);
+  } else {
+    gate.send(command, shared_from_this(), patience);
+  }
 }
 
 void Round::on_reply(const Master& from, const Reply& answer) {
   const Reply& reply = result_of(answer);
-  Vote said = classify(reply);
-  Vote vote = from.voting() ? said : Vote::failed;
+  Vote vote = classify(reply);
+  if (!from.voting()) vote = Vote::failed;
   if (reply.type == Reply::Type::integer) {
     tally_.most = std::max(tally_.most, reply.integer);
     // The acquire script's no: -(the holder's remaining ms + 1).
@@ -108,7 +119,6 @@ void Round::on_reply(const Master& from, const Reply& answer) {
   if (&from == gate_) {
     gate_answered_ = true;
     gate_said_no_ = vote == Vote::no;
-    gate_said_yes_ = said == Vote::yes;
   }
   if (vote == Vote::yes) {
     // Two endpoints that reach one server must not make two votes.
@@ -150,10 +160,10 @@ void Round::count(Vote vote) {
   outcome.t0 = t0_;
   outcome.tally = tally_;
   int majority = quorum::majority(n_);
-  if (gate_vote_ == GateVote::veto && gate_said_no_) {
+  if (gate_veto_ && gate_said_no_) {
     outcome.error = errc::not_acquired;
   } else if (tally_.yes >= majority) {
-    if (gate_vote_ != GateVote::counts && !gate_answered_) return;
+    if (gate_veto_ && !gate_answered_) return;
     int unanswered = n_ - tally_.yes - tally_.no - tally_.failed;
     // Whether ownership was continuous must not depend on reply order.
     if (rule_ == Decide::renewal && tally_.renewed < majority && tally_.renewed + unanswered >= majority)
@@ -170,7 +180,6 @@ void Round::count(Vote vote) {
   }
   if (!outcome.reached) outcome.free_in_ms = free_in_ms();
   outcome.refused_at_gate = refused_at_gate_;
-  outcome.gate_said_yes = gate_said_yes_;
   auto decided = std::exchange(decided_, nullptr);
   decided(outcome);
 }

@@ -30,13 +30,6 @@ enum class Decide {
   renewal,   // early, but a yes waits until it is known whether a majority renewed (continue_lock)
 };
 
-/// What a gated round makes of its gate master's vote.
-enum class GateVote {
-  counts,   // one vote among the others
-  awaited,  // one vote, but a won round waits for it (what the gate did to its queue)
-  veto,     // a no loses the round, and a won round waits for it
-};
-
 /// What a round decided, at the moment it could.
 struct Outcome {
   bool reached = false;  // a majority voted yes
@@ -49,9 +42,6 @@ struct Outcome {
   // A round with a gate: the gate master had refused with the holder's
   // expiry (acquire_or_queue: queued us) by the time of the decision.
   bool refused_at_gate = false;
-  // The gate master had answered its command with a yes (whether or not
-  // that yes counted as a vote).
-  bool gate_said_yes = false;
 };
 
 /// One fan-out of one command to every master. It decides as soon as the
@@ -73,15 +63,18 @@ class Round final : public ReplyHandler, public std::enable_shared_from_this<Rou
                                       Decided decided, Decide rule = Decide::early,
                                       std::chrono::milliseconds patience = {});
   /// start() where the master `gate` gets `gate_command` instead: a key's
-  /// gate master keeps the queue of the Clients waiting for it. With
-  /// GateVote::veto (a waiter's attempt, which queues at its gate where
-  /// refused there) the round is won only if the gate granted too, unless its
-  /// vote failed: otherwise a waiter could win the other masters while the
-  /// gate keeps the lock for the head of its queue.
+  /// gate master keeps the queue of the Clients waiting for it. With `veto`
+  /// (a waiter's attempt, which queues at its gate where refused there) the
+  /// round is won only if the gate granted too, unless its vote failed:
+  /// otherwise a waiter could win the other masters while the gate keeps the
+  /// lock for the head of its queue. A `gate_handler` (may be null) hears
+  /// the gate's answer instead of the round, which it passes on to: the round
+  /// keeps it alive, and so may someone who wants the answer after the round.
   static std::shared_ptr<Round> start_gated(const std::vector<std::unique_ptr<Master>>& masters,
                                             const std::shared_ptr<const Command>& command, Master& gate,
-                                            const std::shared_ptr<const Command>& gate_command, TimePoint t0,
-                                            Decided decided, GateVote gate_vote, Decide rule = Decide::early,
+                                            const std::shared_ptr<const Command>& gate_command,
+                                            std::shared_ptr<ReplyHandler> gate_handler, TimePoint t0,
+                                            Decided decided, bool veto, Decide rule = Decide::early,
                                             std::chrono::milliseconds patience = {});
   /// start() where each master in `waking` (every master when empty) gets
   /// `waking_command` instead: an unlock that wakes the queue each of them may
@@ -100,9 +93,11 @@ class Round final : public ReplyHandler, public std::enable_shared_from_this<Rou
   static std::shared_ptr<Round> start_past_gate(const std::vector<std::unique_ptr<Master>>& masters,
                                                 const std::shared_ptr<const Command>& command,
                                                 const Master& gate, TimePoint t0, Decided decided);
-  /// A round of one vote, on `master` alone (a waiter's gate).
+  /// A round of one vote, on `master` alone (a waiter's gate); `gate_handler`
+  /// as for start_gated.
   static std::shared_ptr<Round> start_on(Master& master, const std::shared_ptr<const Command>& command,
-                                         TimePoint t0, Decided decided);
+                                         std::shared_ptr<ReplyHandler> gate_handler, TimePoint t0,
+                                         Decided decided);
 
   void on_reply(const Master& from, const Reply& reply) override;
   void on_failure(const Master& from, Failure why) override;
@@ -113,6 +108,8 @@ class Round final : public ReplyHandler, public std::enable_shared_from_this<Rou
   Round(Token, int n, TimePoint t0, Decided decided, Decide rule);
 
  private:
+  void send_to_gate(Master& gate, const std::shared_ptr<const Command>& command,
+                    std::shared_ptr<ReplyHandler> gate_handler, std::chrono::milliseconds patience);
   void count(Vote vote);
   void remember_yes(const Master& from);
   long long free_in_ms() const;
@@ -120,10 +117,10 @@ class Round final : public ReplyHandler, public std::enable_shared_from_this<Rou
   int n_;
   Decide rule_;
   const Master* gate_ = nullptr;
-  GateVote gate_vote_ = GateVote::counts;
-  bool gate_answered_ = false;  // its vote counted (yes, no or failed)
+  bool gate_veto_ = false;
+  std::shared_ptr<ReplyHandler> gate_handler_;  // hears the gate's answer first (start_gated)
+  bool gate_answered_ = false;                  // its vote counted (yes, no or failed)
   bool gate_said_no_ = false;
-  bool gate_said_yes_ = false;
   bool refused_at_gate_ = false;  // no, with the holder's expiry
   TimePoint t0_;
   Decided decided_;

@@ -14,6 +14,7 @@
 #include "support/calls.hpp"
 #include "support/cluster.hpp"
 #include "support/eventually.hpp"
+#include "support/fault_proxy.hpp"
 #include "support/holders.hpp"
 #include "support/loop.hpp"
 #include "support/monitor.hpp"
@@ -912,23 +913,37 @@ TEST_CASE(
   Cluster masters(3);
   LoopFixture loop;
   {
+    // Through proxies, where the gate's answer can be made to come after the
+    // others decided the claim.
+    std::vector<std::unique_ptr<FaultProxy>> proxies;
     Options options = masters.options();
+    options.masters.clear();
+    options.command_timeout = 500ms;
+    for (std::size_t i = 0; i < masters.size(); ++i) {
+      proxies.push_back(std::make_unique<FaultProxy>(masters[i].port()));
+      options.masters.push_back(proxies.back()->endpoint());
+    }
     Client holder(loop.get(), options);
     Client waiter_client(loop.get(), options);
     Answer held = try_lock_everywhere(loop, holder, masters, "claimed", 30s);
     std::size_t gate = gate_of("{claimed}", options);
     Waiting waiter(waiter_client, "claimed", 10s, 8s);
     (void)queued_alone(loop, masters, gate, "{claimed}");
+    bool late = GENERATE(false, true);
+    if (late) proxies[gate]->delay(40ms);
     Monitor monitor(masters[gate]);
     REQUIRE_FALSE(unlock(loop, holder, held.lock));
     REQUIRE(loop.run_until([&] { return waiter.done(); }, 8s));
     REQUIRE_FALSE(waiter.answer->error);
-    // Runs at the gate after whatever the waiter's Client wrote there before.
+    // Runs at the gate after whatever the waiter's Client wrote there before;
+    // then a ZREM written when the gate's late answer came would have time to run.
     REQUIRE_FALSE(unlock(loop, waiter_client, waiter.answer->lock));
+    REQUIRE(loop.run_until([&] { return !masters[gate].get("{claimed}"); }, 5s));
+    let_it_try(loop);
     std::vector<std::string> requests = monitor.requests();
     std::string seen;
     for (const auto& r : requests) seen += r + "\n";
-    INFO("the gate's requests:\n" << seen);
+    INFO("the gate's answer came " << (late ? "late" : "at once") << "; its requests:\n" << seen);
     CHECK(count_command(requests, "ZREM") == 0);
     CHECK(queue_at(masters[gate], "{claimed}").empty());
     waiter_client.close(nullptr);
