@@ -186,6 +186,7 @@ std::shared_ptr<const Command> Operation::make_gate_command(const Master& gate) 
     // Shared waiters do not queue: they are refused while a writer waits or
     // the key is reserved for the queue's head, and wake on releases.
     asked_to_queue_ = false;
+    gate_request_ = nullptr;
     return Command::script(
         scripts::acquire_shared,
         {key_, holders_key_, keys::fencing(key_), keys::writer_waiting(key_), keys::reservation(key_),

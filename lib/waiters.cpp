@@ -229,13 +229,15 @@ std::shared_ptr<Waiters::GateRequest> Waiters::asked(const std::string& key, con
   auto request = std::make_shared<GateRequest>(self_, key, id);
   auto it = lines_.find(key);
   if (it == lines_.end()) return request;
+  bool earlier_elsewhere = forget_leaving(key, gate);
   auto& asked_at = it->second.asked_at;
   auto entry = find_gate(asked_at, gate);
   if (entry == asked_at.end()) {
-    asked_at.push_back(Asked{&gate, gate.connections(), id, false, request});
+    std::uint64_t connection = earlier_elsewhere ? mixed : gate.connections();
+    asked_at.push_back(Asked{&gate, connection, id, false, request});
     return request;
   }
-  if (entry->connection != gate.connections()) entry->connection = mixed;
+  if (entry->connection != gate.connections() || earlier_elsewhere) entry->connection = mixed;
   entry->last_request = id;
   entry->taken_out = false;
   entry->unanswered = request;
@@ -278,6 +280,25 @@ void Waiters::on_gate_answer(const std::string& key, const Master& gate, std::ui
   bool taken_out = said_yes && leaving->connection == gate.connections();
   leaving_.erase(leaving);  // the request lives on in the call that told us
   if (!taken_out) leave_queue(key, gate);
+}
+
+// A new request to `gate` for `key` runs there after those of an earlier line
+// whose answer is awaited (leaving_): whatever they did to our entry, the new
+// line's requests decide it now, and a ZREM sent for the earlier ones would
+// take out what the new line asked for. So they are forgotten. Returns
+// whether one of them went on another connection than the new one will (it
+// may run after the new one: the new line must not skip its own ZREM).
+bool Waiters::forget_leaving(const std::string& key, const Master& gate) {
+  bool elsewhere = false;
+  for (auto it = leaving_.begin(); it != leaving_.end();) {
+    if (it->gate != &gate || it->key != key) {
+      ++it;
+      continue;
+    }
+    elsewhere = elsewhere || it->connection != gate.connections();
+    it = leaving_.erase(it);
+  }
+  return elsewhere;
 }
 
 // Takes our wake channel out of `key`'s queue at every gate the line asked to

@@ -225,6 +225,7 @@ class Waiters {
   void pass_wake_on(const Master& gate, const std::string& key);
   void leave_queues(const std::string& key, Line& line);
   void leave_queue(const std::string& key, const Master& gate);
+  bool forget_leaving(const std::string& key, const Master& gate);
   void on_gate_answer(const std::string& key, const Master& gate, std::uint64_t request, bool said_yes);
 
   uv_loop_t* loop_;

@@ -951,6 +951,137 @@ TEST_CASE(
   REQUIRE(loop.close());
 }
 
+// (Found by review: the ZREM of a line that emptied while its request's answer
+// was still to come was sent once that answer came, after the next line's
+// request, and took the next line's entry out.)
+TEST_CASE("a new wait for a key whose last wait left before the gate answered stays in the gate's queue",
+          "[wait][queue][hardening]") {
+  Cluster masters(3);
+  LoopFixture loop;
+  {
+    std::vector<std::unique_ptr<FaultProxy>> proxies;
+    Options options = masters.options();
+    options.masters.clear();
+    options.command_timeout = 1500ms;
+    // Under a second: a retry still finds the key contended and asks the gate.
+    options.retry_delay = 800ms;
+    options.retry_jitter = 0ms;
+    for (std::size_t i = 0; i < masters.size(); ++i) {
+      proxies.push_back(std::make_unique<FaultProxy>(masters[i].port()));
+      options.masters.push_back(proxies.back()->endpoint());
+    }
+    Client holder(loop.get(), options);
+    Client waiter_client(loop.get(), options);
+    Answer held = try_lock_everywhere(loop, holder, masters, "again", 60s);
+    std::size_t gate = gate_of("{again}", options);
+    Waiting first(waiter_client, "again", 60s, 30s);
+    (void)queued_alone(loop, masters, gate, "{again}");
+    // Queued, it stops listening to releases once the linger is over.
+    REQUIRE(loop.run_until(
+        [&] {
+          return masters[gate].command({"PUBSUB", "NUMSUB", "{again}:released"}) == "{again}:released 0";
+        },
+        3s));
+    Monitor monitor(masters[gate]);
+    // Its next attempt (its timer) reaches the gate slowly; it is cancelled
+    // meanwhile, and a second wait starts and asks the gate before the
+    // first's answer is back.
+    auto before = proxies[gate]->requests_seen();
+    proxies[gate]->delay(300ms);
+    REQUIRE(loop.run_until([&] { return proxies[gate]->requests_seen() > before; }, 5s));
+    waiter_client.cancel(first.id);
+    REQUIRE(loop.run_until([&] { return first.done(); }, 2s));
+    REQUIRE(first.answer->error == errc::canceled);
+    auto seen = proxies[gate]->requests_seen();
+    Waiting second(waiter_client, "again", 60s, 30s);
+    REQUIRE(loop.run_until([&] { return proxies[gate]->requests_seen() > seen; }, 2s));
+    proxies[gate]->pass();
+    // Both requests to queue us ran at the gate (the proxy keeps the order).
+    std::vector<std::string> requests;
+    auto queue_requests = [&] {
+      return std::count_if(requests.begin(), requests.end(), [](const std::string& r) {
+        return r.find(scripts::acquire_or_queue.sha1) != std::string::npos;
+      });
+    };
+    REQUIRE(loop.run_until(
+        [&] {
+          auto more = monitor.requests();
+          requests.insert(requests.end(), more.begin(), more.end());
+          return queue_requests() >= 2;
+        },
+        3s));
+    REQUIRE_FALSE(second.done());
+    auto released = steady::now();
+    REQUIRE_FALSE(unlock(loop, holder, held.lock));
+    REQUIRE(loop.run_until([&] { return second.done(); }, 5s));
+    REQUIRE_FALSE(second.answer->error);
+    REQUIRE_FALSE(unlock(loop, waiter_client, second.answer->lock));
+    REQUIRE(loop.run_until([&] { return !masters[gate].get("{again}"); }, 5s));
+    auto more = monitor.requests();
+    requests.insert(requests.end(), more.begin(), more.end());
+    std::string trace;
+    for (const auto& r : requests) trace += r + "\n";
+    INFO("the gate's requests:\n" << trace);
+    CHECK(count_command(requests, "ZREM") == 0);
+    // Woken by the release, not by its timer.
+    CHECK(*second.answered_at - released < 400ms);
+    waiter_client.close(nullptr);
+  }
+  REQUIRE(loop.close());
+}
+
+TEST_CASE(
+    "a Client closed or destroyed while its last request's answer is awaited leaves no entry in the queue",
+    "[wait][queue]") {
+  Cluster masters(3);
+  LoopFixture loop;
+  {
+    std::vector<std::unique_ptr<FaultProxy>> proxies;
+    Options options = masters.options();
+    options.masters.clear();
+    options.command_timeout = 1500ms;
+    options.retry_delay = 600ms;
+    options.retry_jitter = 0ms;
+    for (std::size_t i = 0; i < masters.size(); ++i) {
+      proxies.push_back(std::make_unique<FaultProxy>(masters[i].port()));
+      options.masters.push_back(proxies.back()->endpoint());
+    }
+    Client holder(loop.get(), options);
+    auto waiter_client = std::make_unique<Client>(loop.get(), options);
+    Answer held = try_lock_everywhere(loop, holder, masters, "gone", 60s);
+    std::size_t gate = gate_of("{gone}", options);
+    Waiting waiter(*waiter_client, "gone", 60s, 30s);
+    std::string channel = queued_alone(loop, masters, gate, "{gone}");
+    REQUIRE(loop.run_until(
+        [&] {
+          return masters[gate].command({"PUBSUB", "NUMSUB", "{gone}:released"}) == "{gone}:released 0";
+        },
+        3s));
+    // Its next attempt (its timer) waits in the paused gate's socket: the
+    // gate runs it when it resumes, after the Client is gone.
+    auto before = proxies[gate]->requests_seen();
+    masters[gate].pause();
+    REQUIRE(loop.run_until([&] { return proxies[gate]->requests_seen() > before; }, 3s));
+    waiter_client->cancel(waiter.id);
+    REQUIRE(loop.run_until([&] { return waiter.done(); }, 2s));
+    bool destroy = GENERATE(true, false);
+    if (destroy) {
+      waiter_client.reset();
+    } else {
+      bool closed = false;
+      waiter_client->close([&closed] { closed = true; });
+      masters[gate].resume();
+      REQUIRE(loop.run_until([&] { return closed; }, 8s));
+    }
+    masters[gate].resume();
+    INFO("wake channel " << channel);
+    CHECK(queue_empties(loop, masters[gate], "{gone}"));
+    waiter_client.reset();
+    CHECK_FALSE(unlock(loop, holder, held.lock));
+  }
+  REQUIRE(loop.close());
+}
+
 TEST_CASE("a wait that ends while the gate does not answer leaves no entry in its queue once it answers",
           "[wait][queue]") {
   Cluster masters(3);
