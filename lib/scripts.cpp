@@ -194,7 +194,7 @@ const Script acquire{
 };
 
 // Every yes takes our wake channel (ARGV[3]) out of the queue: where the gate
-// is known to have said yes, Waiters need not send its ZREM (took_at_gate).
+// said yes, Waiters need not send its ZREM (Waiters::GateRequest).
 const Script acquire_or_queue{
     "acquire_or_queue",
     "local reserved = redis.call('get', KEYS[3])\n"

@@ -620,16 +620,17 @@ void Waiters::close() {
   // gate may already have popped us (its wake unread on a subscriber that
   // closes now, the key reserved for us): the wake goes on to the next
   // Client, after the ZREM, as leave() passes on a wake no attempt used.
-  for (auto& entry : lines_) {
-    Line& line = entry.second;
-    leave_queues(entry.first, line);
+  // The ZREMs whose answers are awaited go now: those answers may be lost
+  // with the connections.
+  for (auto& entry : lines_) leave_queues(entry.first, entry.second);
+  for (const Leaving& leaving : leaving_) leave_queue(leaving.key, *leaving.gate);
+  leaving_.clear();
+  for (const auto& entry : lines_) {
+    const Line& line = entry.second;
     for (const Asked& asked : line.asked_at) pass_wake_on(*asked.gate, entry.first);
     if (line.woken_at != nullptr && find_gate(line.asked_at, *line.woken_at) == line.asked_at.end())
       pass_wake_on(*line.woken_at, entry.first);
   }
-  // Answers still to come may be lost with the connections.
-  for (const Leaving& leaving : leaving_) leave_queue(leaving.key, *leaving.gate);
-  leaving_.clear();
   lines_.clear();
   watchers_.clear();
   wake_confirmed_.clear();

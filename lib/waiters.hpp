@@ -172,8 +172,8 @@ class Waiters {
   struct Asked {
     const Master* gate;
     // Its connection (Master::connections()) when asked, or `mixed`
-    // where the line asked it on more than one: their commands' order at the
-    // gate is not known.
+    // where the line asked it on more than one, or an earlier line's request
+    // there is awaited on another: their order at the gate is not known.
     std::uint64_t connection;
     std::uint64_t last_request;               // asked()'s id of the line's last request to it
     bool taken_out = false;                   // the gate's yes to that request took our entry out
