@@ -80,6 +80,30 @@ Answer try_lock_everywhere(LoopFixture& loop, Client& client, Cluster& masters, 
   return held;
 }
 
+// Waits until nobody listens to `key`'s releases on `master` (a queued
+// waiter stops listening once its linger is over).
+bool unsubscribed_at(LoopFixture& loop, RedisServer& master, const std::string& key) {
+  std::string nobody = key + ":released 0";
+  return loop.run_until(
+      [&] {
+        return master.command({"PUBSUB", "NUMSUB", key + ":released"}) == nobody;
+      },
+      3s);
+}
+
+// Options whose masters are reached through a FaultProxy each (in `proxies`).
+Options through_proxies(Cluster& masters, std::vector<std::unique_ptr<FaultProxy>>& proxies,
+                        milliseconds command_timeout) {
+  Options o = masters.options();
+  o.masters.clear();
+  o.command_timeout = command_timeout;
+  for (std::size_t i = 0; i < masters.size(); ++i) {
+    proxies.push_back(std::make_unique<FaultProxy>(masters[i].port()));
+    o.masters.push_back(proxies.back()->endpoint());
+  }
+  return o;
+}
+
 // Lets the loop run so that a waiter's first attempt fails and it sleeps.
 void let_it_try(LoopFixture& loop) {
   loop.run_until([] { return false; }, 50ms);
@@ -916,13 +940,7 @@ TEST_CASE(
     // Through proxies, where the gate's answer can be made to come after the
     // others decided the claim.
     std::vector<std::unique_ptr<FaultProxy>> proxies;
-    Options options = masters.options();
-    options.masters.clear();
-    options.command_timeout = 500ms;
-    for (std::size_t i = 0; i < masters.size(); ++i) {
-      proxies.push_back(std::make_unique<FaultProxy>(masters[i].port()));
-      options.masters.push_back(proxies.back()->endpoint());
-    }
+    Options options = through_proxies(masters, proxies, 500ms);
     Client holder(loop.get(), options);
     Client waiter_client(loop.get(), options);
     Answer held = try_lock_everywhere(loop, holder, masters, "claimed", 30s);
@@ -960,28 +978,17 @@ TEST_CASE("a new wait for a key whose last wait left before the gate answered st
   LoopFixture loop;
   {
     std::vector<std::unique_ptr<FaultProxy>> proxies;
-    Options options = masters.options();
-    options.masters.clear();
-    options.command_timeout = 1500ms;
+    Options options = through_proxies(masters, proxies, 1500ms);
     // Under a second: a retry still finds the key contended and asks the gate.
     options.retry_delay = 800ms;
     options.retry_jitter = 0ms;
-    for (std::size_t i = 0; i < masters.size(); ++i) {
-      proxies.push_back(std::make_unique<FaultProxy>(masters[i].port()));
-      options.masters.push_back(proxies.back()->endpoint());
-    }
     Client holder(loop.get(), options);
     Client waiter_client(loop.get(), options);
     Answer held = try_lock_everywhere(loop, holder, masters, "again", 60s);
     std::size_t gate = gate_of("{again}", options);
     Waiting first(waiter_client, "again", 60s, 30s);
     (void)queued_alone(loop, masters, gate, "{again}");
-    // Queued, it stops listening to releases once the linger is over.
-    REQUIRE(loop.run_until(
-        [&] {
-          return masters[gate].command({"PUBSUB", "NUMSUB", "{again}:released"}) == "{again}:released 0";
-        },
-        3s));
+    REQUIRE(unsubscribed_at(loop, masters[gate], "{again}"));
     Monitor monitor(masters[gate]);
     // Its next attempt (its timer) reaches the gate slowly; it is cancelled
     // meanwhile, and a second wait starts and asks the gate before the
@@ -1037,26 +1044,16 @@ TEST_CASE(
   LoopFixture loop;
   {
     std::vector<std::unique_ptr<FaultProxy>> proxies;
-    Options options = masters.options();
-    options.masters.clear();
-    options.command_timeout = 1500ms;
+    Options options = through_proxies(masters, proxies, 1500ms);
     options.retry_delay = 600ms;
     options.retry_jitter = 0ms;
-    for (std::size_t i = 0; i < masters.size(); ++i) {
-      proxies.push_back(std::make_unique<FaultProxy>(masters[i].port()));
-      options.masters.push_back(proxies.back()->endpoint());
-    }
     Client holder(loop.get(), options);
     auto waiter_client = std::make_unique<Client>(loop.get(), options);
     Answer held = try_lock_everywhere(loop, holder, masters, "gone", 60s);
     std::size_t gate = gate_of("{gone}", options);
     Waiting waiter(*waiter_client, "gone", 60s, 30s);
     std::string channel = queued_alone(loop, masters, gate, "{gone}");
-    REQUIRE(loop.run_until(
-        [&] {
-          return masters[gate].command({"PUBSUB", "NUMSUB", "{gone}:released"}) == "{gone}:released 0";
-        },
-        3s));
+    REQUIRE(unsubscribed_at(loop, masters[gate], "{gone}"));
     // Its next attempt (its timer) waits in the paused gate's socket: the
     // gate runs it when it resumes, after the Client is gone.
     auto before = proxies[gate]->requests_seen();
