@@ -186,14 +186,13 @@ std::shared_ptr<const Command> Operation::make_gate_command(const Master& gate) 
     // Shared waiters do not queue: they are refused while a writer waits or
     // the key is reserved for the queue's head, and wake on releases.
     asked_to_queue_ = false;
-    gate_request_ = nullptr;
     return Command::script(
         scripts::acquire_shared,
         {key_, holders_key_, keys::fencing(key_), keys::writer_waiting(key_), keys::reservation(key_),
          lock_.value, std::to_string(ttl_.count()), counter_key_.empty() ? "0" : "1", "1", wake_channel});
   }
   asked_to_queue_ = !wake_channel.empty();
-  gate_request_ = asked_to_queue_ ? context_.waiters.asked(key_, gate) : nullptr;
+  if (asked_to_queue_) context_.waiters.asked(key_, gate);
   // The queue lives at least as long as this waiter may still wait.
   return Command::script(
       scripts::acquire_or_queue,
@@ -334,9 +333,7 @@ void Operation::attempt() {
     }
     if (Master* g = context_.waiters.gate(key_)) {
       gate_ = g;
-      auto gate_command = make_gate_command(*g);
-      round_ = Round::start_on(*g, gate_command, gate_request_, t0, [this](const Outcome& o) { on_gate(o); });
-      if (gate_request_) gate_request_->forward_to(round_);
+      round_ = Round::start_on(*g, make_gate_command(*g), t0, [this](const Outcome& o) { on_gate(o); });
       return;
     }
   }
@@ -386,8 +383,8 @@ void Operation::start_round(TimePoint t0, bool gate_veto) {
       auto [g, usual] = context_.waiters.gates(key_);
       auto wake = unlock_command(lock_.value, lock_.value, context_.waiters.subscribed(key_), true);
       if (g != nullptr && g == usual) {
-        round_ = Round::start_gated(context_.masters, command_, *g, wake, nullptr, t0, std::move(decided),
-                                    false, Decide::answered, release_patience());
+        round_ = Round::start_gated(context_.masters, command_, *g, wake, t0, std::move(decided), false,
+                                    Decide::answered, release_patience());
         return;
       }
       // This Client's gate is not the top-ranked master, which does not vote
@@ -408,10 +405,8 @@ void Operation::start_round(TimePoint t0, bool gate_veto) {
     gate_ = g;
     // The head of the queue claiming its reservation needs no veto: the gate
     // refuses everyone else meanwhile.
-    auto gate_command = make_gate_command(*g);
-    round_ = Round::start_gated(context_.masters, command_, *g, gate_command, gate_request_, t0,
-                                std::move(decided), !claiming_ && gate_veto);
-    if (gate_request_) gate_request_->forward_to(round_);
+    round_ = Round::start_gated(context_.masters, command_, *g, make_gate_command(*g), t0, std::move(decided),
+                                !claiming_ && gate_veto);
   } else {
     round_ = Round::start(context_.masters, command_, t0, std::move(decided));
   }

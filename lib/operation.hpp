@@ -211,8 +211,7 @@ class Operation final : public Waiters::Waiter {
   bool passed_gate_ = false;     // the attempt in flight passed the gate
   Master* gate_ = nullptr;       // the gate master of the last gated attempt
   bool asked_to_queue_ = false;  // that attempt asked the gate to queue our wake channel
-  std::shared_ptr<Waiters::GateRequest> gate_request_;  // and the gate's answer goes there first
-  int gate_refusals_ = 0;                               // in a row, with no release heard since
+  int gate_refusals_ = 0;        // in a row, with no release heard since
   // The last attempt passed the gate and a majority refused it: a holder has
   // the lock, and a failed attempt's clean-up does not free it.
   bool held_by_majority_ = false;

@@ -23,8 +23,7 @@ std::shared_ptr<Round> Round::start(const std::vector<std::unique_ptr<Master>>& 
 
 std::shared_ptr<Round> Round::start_gated(const std::vector<std::unique_ptr<Master>>& masters,
                                           const std::shared_ptr<const Command>& command, Master& gate,
-                                          const std::shared_ptr<const Command>& gate_command,
-                                          std::shared_ptr<ReplyHandler> gate_handler, TimePoint t0,
+                                          const std::shared_ptr<const Command>& gate_command, TimePoint t0,
                                           Decided decided, bool veto, Decide rule,
                                           std::chrono::milliseconds patience) {
   auto round =
@@ -43,7 +42,7 @@ std::shared_ptr<Round> Round::start_gated(const std::vector<std::unique_ptr<Mast
   // writes after the others. A flush per command here would cost a
   // system call per master per round: at 256 rounds in flight that was
   // most of the client's time.
-  round->send_to_gate(gate, gate_command, std::move(gate_handler), patience);
+  gate.send(gate_command, round, patience);
   for (const auto& m : masters) {
     if (m.get() != &gate) m->send(command, round, patience);
   }
@@ -86,22 +85,11 @@ std::shared_ptr<Round> Round::start_past_gate(const std::vector<std::unique_ptr<
 }
 
 std::shared_ptr<Round> Round::start_on(Master& master, const std::shared_ptr<const Command>& command,
-                                       std::shared_ptr<ReplyHandler> gate_handler, TimePoint t0,
-                                       Decided decided) {
+                                       TimePoint t0, Decided decided) {
   auto round = std::make_shared<Round>(Token{}, 1, t0, std::move(decided), Decide::early);
   round->gate_ = &master;
-  round->send_to_gate(master, command, std::move(gate_handler), {});
+  master.send(command, round);
   return round;
-}
-
-void Round::send_to_gate(Master& gate, const std::shared_ptr<const Command>& command,
-                         std::shared_ptr<ReplyHandler> gate_handler, std::chrono::milliseconds patience) {
-  gate_handler_ = std::move(gate_handler);
-  if (gate_handler_) {
-    gate.send(command, gate_handler_, patience);
-  } else {
-    gate.send(command, shared_from_this(), patience);
-  }
 }
 
 void Round::on_reply(const Master& from, const Reply& answer) {

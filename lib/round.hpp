@@ -67,13 +67,10 @@ class Round final : public ReplyHandler, public std::enable_shared_from_this<Rou
   /// (a waiter's attempt, which queues at its gate where refused there) the
   /// round is won only if the gate granted too, unless its vote failed:
   /// otherwise a waiter could win the other masters while the gate keeps the
-  /// lock for the head of its queue. A `gate_handler` (may be null) hears
-  /// the gate's answer instead of the round, which it passes on to: the round
-  /// keeps it alive, and so may someone who wants the answer after the round.
+  /// lock for the head of its queue.
   static std::shared_ptr<Round> start_gated(const std::vector<std::unique_ptr<Master>>& masters,
                                             const std::shared_ptr<const Command>& command, Master& gate,
-                                            const std::shared_ptr<const Command>& gate_command,
-                                            std::shared_ptr<ReplyHandler> gate_handler, TimePoint t0,
+                                            const std::shared_ptr<const Command>& gate_command, TimePoint t0,
                                             Decided decided, bool veto, Decide rule = Decide::early,
                                             std::chrono::milliseconds patience = {});
   /// start() where each master in `waking` (every master when empty) gets
@@ -93,11 +90,9 @@ class Round final : public ReplyHandler, public std::enable_shared_from_this<Rou
   static std::shared_ptr<Round> start_past_gate(const std::vector<std::unique_ptr<Master>>& masters,
                                                 const std::shared_ptr<const Command>& command,
                                                 const Master& gate, TimePoint t0, Decided decided);
-  /// A round of one vote, on `master` alone (a waiter's gate); `gate_handler`
-  /// as for start_gated.
+  /// A round of one vote, on `master` alone (a waiter's gate).
   static std::shared_ptr<Round> start_on(Master& master, const std::shared_ptr<const Command>& command,
-                                         std::shared_ptr<ReplyHandler> gate_handler, TimePoint t0,
-                                         Decided decided);
+                                         TimePoint t0, Decided decided);
 
   void on_reply(const Master& from, const Reply& reply) override;
   void on_failure(const Master& from, Failure why) override;
@@ -108,8 +103,6 @@ class Round final : public ReplyHandler, public std::enable_shared_from_this<Rou
   Round(Token, int n, TimePoint t0, Decided decided, Decide rule);
 
  private:
-  void send_to_gate(Master& gate, const std::shared_ptr<const Command>& command,
-                    std::shared_ptr<ReplyHandler> gate_handler, std::chrono::milliseconds patience);
   void count(Vote vote);
   void remember_yes(const Master& from);
   long long free_in_ms() const;
@@ -118,8 +111,7 @@ class Round final : public ReplyHandler, public std::enable_shared_from_this<Rou
   Decide rule_;
   const Master* gate_ = nullptr;
   bool gate_veto_ = false;
-  std::shared_ptr<ReplyHandler> gate_handler_;  // hears the gate's answer first (start_gated)
-  bool gate_answered_ = false;                  // its vote counted (yes, no or failed)
+  bool gate_answered_ = false;  // its vote counted (yes, no or failed)
   bool gate_said_no_ = false;
   bool refused_at_gate_ = false;  // no, with the holder's expiry
   TimePoint t0_;

@@ -193,8 +193,6 @@ const Script acquire{
     2,
 };
 
-// Every yes takes our wake channel (ARGV[3]) out of the queue: where the gate
-// said yes, Waiters need not send its ZREM (Waiters::GateRequest).
 const Script acquire_or_queue{
     "acquire_or_queue",
     "local reserved = redis.call('get', KEYS[3])\n"
@@ -209,10 +207,7 @@ const Script acquire_or_queue{
     "    return 1\n"
     "  end\n"
     "  local current = redis.call('get', KEYS[1])\n"
-    "  if current == ARGV[1] then\n"
-    "    if ARGV[3] ~= '' then redis.call('zrem', KEYS[2], ARGV[3]) end\n"
-    "    return redis.call('pexpire', KEYS[1], ARGV[2])\n"
-    "  end\n"
+    "  if current == ARGV[1] then return redis.call('pexpire', KEYS[1], ARGV[2]) end\n"
     "  " REDLOCK_MARK_WRITER_WAITING("KEYS[4]", "ARGV[4]")
     "  left = redis.call('pttl', KEYS[1])\n"
     "end\n"
@@ -224,7 +219,7 @@ const Script acquire_or_queue{
     "  " REDLOCK_MARK_LISTENING("KEYS[5]", "redis.call('pttl', KEYS[2])")
     "end\n"
     "return -left - 1\n",
-    "ac96b8b31b8f18c8ddec882f15bce6a9c521c269",
+    "df3fe11cfbf7b80f3c18188d2f2a3a28cabc4b3b",
     -std::numeric_limits<int>::max(),
     1,
     5,

@@ -8,16 +8,9 @@
 #include "rendezvous.hpp"
 #include "scripts.hpp"
 #include "token.hpp"
-#include "vote.hpp"
 
 namespace redlock {
 namespace {
-
-// The entry of a line's asked_at for `gate`.
-template <typename Entries>
-auto find_gate(Entries& asked_at, const Master& gate) {
-  return std::find_if(asked_at.begin(), asked_at.end(), [&gate](const auto& a) { return a.gate == &gate; });
-}
 
 // How long after its last refused attempt a key counts as contended.
 constexpr std::uint64_t contended_ms = 1000;
@@ -67,7 +60,6 @@ Waiters::Waiters(uv_loop_t* loop, const Options& options, std::shared_ptr<const 
       tls_(std::move(tls)),
       masters_(masters),
       wake_channel_(keys::wake_channel(options.key_prefix, random_token())),
-      self_(std::make_shared<Waiters*>(this)),
       confirmations_(std::make_shared<Confirmations>(*this)) {
   for (const Endpoint& e : options.masters) rendezvous_hashes_.push_back(rendezvous_master_hash(e));
 }
@@ -224,109 +216,27 @@ std::string_view Waiters::wake_channel_at(const Master& gate) const {
   return heard ? std::string_view(wake_channel_) : std::string_view();
 }
 
-std::shared_ptr<Waiters::GateRequest> Waiters::asked(const std::string& key, const Master& gate) {
-  std::uint64_t id = ++gate_requests_;
-  auto request = std::make_shared<GateRequest>(self_, key, id);
+void Waiters::asked(const std::string& key, const Master& gate) {
   auto it = lines_.find(key);
-  if (it == lines_.end()) return request;
-  bool earlier_elsewhere = forget_leaving(key, gate);
+  if (it == lines_.end()) return;
   auto& asked_at = it->second.asked_at;
-  auto entry = find_gate(asked_at, gate);
-  if (entry == asked_at.end()) {
-    std::uint64_t connection = earlier_elsewhere ? mixed : gate.connections();
-    asked_at.push_back(Asked{&gate, connection, id, false, request});
-    return request;
-  }
-  if (entry->connection != gate.connections() || earlier_elsewhere) entry->connection = mixed;
-  entry->last_request = id;
-  entry->taken_out = false;
-  entry->unanswered = request;
-  return request;
-}
-
-void Waiters::GateRequest::on_reply(const Master& gate, const Reply& reply) {
-  heard(gate, classify(result_of(reply)) == Vote::yes);
-  if (auto round = round_.lock()) round->on_reply(gate, reply);
-}
-
-void Waiters::GateRequest::on_failure(const Master& gate, Failure why) {
-  heard(gate, false);
-  if (auto round = round_.lock()) round->on_failure(gate, why);
-}
-
-void Waiters::GateRequest::heard(const Master& gate, bool said_yes) {
-  if (auto waiters = waiters_.lock()) (*waiters)->on_gate_answer(key_, gate, id_, said_yes);
-}
-
-// One connection runs our requests in the order sent, so a yes to the last
-// on the connection that carried them all leaves no entry of ours. (Requests
-// sent on a connection that dropped may still run at the gate later, in any
-// order.) A line that left before the answer takes its entry out now if the
-// answer did not.
-void Waiters::on_gate_answer(const std::string& key, const Master& gate, std::uint64_t request,
-                             bool said_yes) {
-  auto line = lines_.find(key);
-  if (line != lines_.end()) {
-    auto entry = find_gate(line->second.asked_at, gate);
-    if (entry != line->second.asked_at.end() && entry->last_request == request) {
-      entry->taken_out = said_yes && entry->connection == gate.connections();
-      entry->unanswered.reset();
-      return;
-    }
-  }
-  auto leaving = std::find_if(leaving_.begin(), leaving_.end(),
-                              [request](const Leaving& l) { return l.request == request; });
-  if (leaving == leaving_.end()) return;
-  bool taken_out = said_yes && leaving->connection == gate.connections();
-  leaving_.erase(leaving);  // the request lives on in the call that told us
-  if (!taken_out) leave_queue(key, gate);
-}
-
-// A new request to `gate` for `key` runs there after those of an earlier line
-// whose answer is awaited (leaving_): whatever they did to our entry, the new
-// line's requests decide it now, and a ZREM sent for the earlier ones would
-// take out what the new line asked for. So they are forgotten. Returns
-// whether one of them went on another connection than the new one will (it
-// may run after the new one: the new line must not skip its own ZREM).
-bool Waiters::forget_leaving(const std::string& key, const Master& gate) {
-  bool elsewhere = false;
-  for (auto it = leaving_.begin(); it != leaving_.end();) {
-    if (it->gate != &gate || it->key != key) {
-      ++it;
-      continue;
-    }
-    elsewhere = elsewhere || it->connection != gate.connections();
-    it = leaving_.erase(it);
-  }
-  return elsewhere;
+  if (std::find(asked_at.begin(), asked_at.end(), &gate) == asked_at.end()) asked_at.push_back(&gate);
 }
 
 // Takes our wake channel out of `key`'s queue at every gate the line asked to
 // keep it, whether or not it is known to be there: a refusal answered after
 // the round was decided (or the call ended), a refusal at the gate of a round
 // won on the other masters, a queue forgotten on a subscriber's drop all left
-// it there. Not where the gate's yes to the line's last request took it out,
-// and where that answer is still to come, once it came and did not.
-void Waiters::leave_queues(const std::string& key, Line& line) {
-  for (Asked& asked : line.asked_at) {
-    if (asked.taken_out) continue;
-    if (asked.unanswered && asked.connection == asked.gate->connections()) {
-      leaving_.push_back(
-          Leaving{key, asked.gate, asked.connection, asked.last_request, std::move(asked.unanswered)});
-      continue;
-    }
-    leave_queue(key, *asked.gate);
-  }
-}
-
-// Written on the command connection after every attempt of the line, so the
-// gate runs it after them. Patient for as long as the queue lives
-// (retry_delay + jitter + 1 s past our last attempt): a gate that comes back
-// within that still drops the entry.
-void Waiters::leave_queue(const std::string& key, const Master& gate) {
+// it there. Written on the command connection after every attempt of the
+// line, so each gate runs it after them. Patient for as long as the queue
+// lives (retry_delay + jitter + 1 s past our last attempt): a gate that comes
+// back within that still drops the entry.
+void Waiters::leave_queues(const std::string& key, const Line& line) {
+  if (line.asked_at.empty()) return;
+  auto command = Command::plain({"ZREM", keys::queue(key), wake_channel_});
   auto patience = std::chrono::duration_cast<milliseconds>(options_.retry_delay + options_.retry_jitter +
                                                            std::chrono::seconds(1));
-  masters_[gate.index()]->send(Command::plain({"ZREM", keys::queue(key), wake_channel_}), {}, patience);
+  for (const Master* gate : line.asked_at) masters_[gate->index()]->send(command, {}, patience);
 }
 
 void Waiters::queued(const std::string& key, const Master& gate) {
@@ -620,15 +530,12 @@ void Waiters::close() {
   // gate may already have popped us (its wake unread on a subscriber that
   // closes now, the key reserved for us): the wake goes on to the next
   // Client, after the ZREM, as leave() passes on a wake no attempt used.
-  // The ZREMs whose answers are awaited go now: those answers may be lost
-  // with the connections.
-  for (auto& entry : lines_) leave_queues(entry.first, entry.second);
-  for (const Leaving& leaving : leaving_) leave_queue(leaving.key, *leaving.gate);
-  leaving_.clear();
   for (const auto& entry : lines_) {
     const Line& line = entry.second;
-    for (const Asked& asked : line.asked_at) pass_wake_on(*asked.gate, entry.first);
-    if (line.woken_at != nullptr && find_gate(line.asked_at, *line.woken_at) == line.asked_at.end())
+    leave_queues(entry.first, line);
+    for (const Master* gate : line.asked_at) pass_wake_on(*gate, entry.first);
+    if (line.woken_at != nullptr &&
+        std::find(line.asked_at.begin(), line.asked_at.end(), line.woken_at) == line.asked_at.end())
       pass_wake_on(*line.woken_at, entry.first);
   }
   lines_.clear();

@@ -95,34 +95,11 @@ class Waiters {
   /// The wake channel to queue at `gate`: empty while it is not known to be
   /// subscribed there (a wake published to nobody is lost).
   std::string_view wake_channel_at(const Master& gate) const;
-  /// The handler of a request that asked a gate to queue us (asked()): it
-  /// tells the Waiters first whether the gate took us out of its queue again
-  /// (its yes does), also when the attempt is over, and then passes the
-  /// answer on to the attempt's round (forward_to()).
-  class GateRequest final : public ReplyHandler {
-   public:
-    GateRequest(std::weak_ptr<Waiters*> waiters, std::string key, std::uint64_t id)
-        : waiters_(std::move(waiters)), key_(std::move(key)), id_(id) {}
-    void forward_to(std::weak_ptr<ReplyHandler> round) { round_ = std::move(round); }
-    void on_reply(const Master& gate, const Reply& reply) override;
-    void on_failure(const Master& gate, Failure why) override;
-
-   private:
-    void heard(const Master& gate, bool said_yes);
-
-    std::weak_ptr<Waiters*> waiters_;
-    std::string key_;
-    std::uint64_t id_;
-    std::weak_ptr<ReplyHandler> round_;
-  };
-
-  /// An attempt on `key` asks `gate` to queue our wake channel if it refuses;
-  /// the gate's answer goes to the handler returned. Whatever this Client
-  /// comes to believe of it (the round may be decided, or the call end,
-  /// before the gate's answer), the line's entry there is taken out when the
-  /// line empties (leave) or the Client closes, unless the gate's answer to
-  /// the line's last request took it out already.
-  std::shared_ptr<GateRequest> asked(const std::string& key, const Master& gate);
+  /// An attempt on `key` asks `gate` to queue our wake channel if it refuses.
+  /// Whatever this Client comes to believe of it (the round may be decided,
+  /// or the call end, before the gate's answer), the line's entry there is
+  /// taken out when the line empties (leave) or the Client closes.
+  void asked(const std::string& key, const Master& gate);
   /// The gate master refused an attempt on `key` and queued our wake channel:
   /// until the queue wakes us, releases published to all are not for us.
   void queued(const std::string& key, const Master& gate);
@@ -168,32 +145,11 @@ class Waiters {
   void close();
 
  private:
-  // A gate master asked to queue our wake channel (asked()).
-  struct Asked {
-    const Master* gate;
-    // Its connection (Master::connections()) when asked, or `mixed`
-    // where the line asked it on more than one, or an earlier line's request
-    // there is awaited on another: their order at the gate is not known.
-    std::uint64_t connection;
-    std::uint64_t last_request;               // asked()'s id of the line's last request to it
-    bool taken_out = false;                   // the gate's yes to that request took our entry out
-    std::shared_ptr<GateRequest> unanswered;  // that request, until the gate answers it
-  };
-  static constexpr std::uint64_t mixed = ~std::uint64_t{0};
-  // A line that emptied while its last request to a gate was unanswered:
-  // that answer says whether our entry must still be taken out there.
-  struct Leaving {
-    std::string key;
-    const Master* gate;
-    std::uint64_t connection;
-    std::uint64_t request;
-    std::shared_ptr<GateRequest> unanswered;  // kept alive for the answer
-  };
   struct Line {
     std::deque<Waiter*> queue;
-    const Master* queued_at = nullptr;  // the gate master whose queue has our wake channel
-    const Master* woken_at = nullptr;   // the gate master whose queue woke us last
-    std::vector<Asked> asked_at;
+    const Master* queued_at = nullptr;    // the gate master whose queue has our wake channel
+    const Master* woken_at = nullptr;     // the gate master whose queue woke us last
+    std::vector<const Master*> asked_at;  // every gate asked to queue our wake channel (asked())
   };
   struct Subscription {
     bool confirmed = false;        // a master answered the SUBSCRIBE
@@ -223,10 +179,7 @@ class Waiters {
   void wake_first(const std::string& key, std::string_view message);
   void tell_watchers(const std::string& key, std::string_view message);
   void pass_wake_on(const Master& gate, const std::string& key);
-  void leave_queues(const std::string& key, Line& line);
-  void leave_queue(const std::string& key, const Master& gate);
-  bool forget_leaving(const std::string& key, const Master& gate);
-  void on_gate_answer(const std::string& key, const Master& gate, std::uint64_t request, bool said_yes);
+  void leave_queues(const std::string& key, const Line& line);
 
   uv_loop_t* loop_;
   const Options& options_;
@@ -235,9 +188,6 @@ class Waiters {
   std::vector<std::uint64_t> rendezvous_hashes_;  // of options_.masters, by Master::index()
   const std::string wake_channel_;
   std::unordered_map<std::string, Line> lines_;
-  std::vector<Leaving> leaving_;
-  std::uint64_t gate_requests_ = 0;  // asked() so far: each request's id
-  std::shared_ptr<Waiters*> self_;   // GateRequest's way back, while we live
   std::unordered_map<std::string, std::vector<Waiter*>> watchers_;
   struct Yield {
     std::uint64_t until;  // uv_now() ms
