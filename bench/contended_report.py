@@ -53,8 +53,18 @@ def ratio(a, b):
     return a / b if a is not None and b else None
 
 
+def paired_ratio(runs, a, b, field):
+    """The median over repetitions of a's field over b's in the same
+    repetition: repetitions are interleaved, so a slow moment of the machine
+    weighs on both sides of each ratio rather than on one median."""
+    by_rep = {r["rep"]: r[field] for r in runs.get(b, []) if field in r and r[field]}
+    ratios = [r[field] / by_rep[r["rep"]] for r in runs.get(a, []) if field in r and r["rep"] in by_rep]
+    return statistics.median(ratios) if ratios else None
+
+
 def main(path, append):
-    med = medians(load(path))
+    runs = load(path)
+    med = medians(runs)
     ns = sorted({n for (_, n, _) in med})
     ks = sorted({k for (_, _, k) in med if k > 1})
     lines = []
@@ -119,8 +129,9 @@ def main(path, append):
         targets.append(line)
     ours8, serial = med.get(("redlock", 5, 8)), med.get(("redlock", 5, 1))
     if ours8 and serial:
-        r = ours8["cycles_per_s"] / serial["cycles_per_s"]
-        target("N=5 K=8 cycles/s >= 0.9x the one-process bound (ours)", r, 0.9, r >= 0.9)
+        r = paired_ratio(runs, ("redlock", 5, 8), ("redlock", 5, 1), "cycles_per_s")
+        target("N=5 K=8 cycles/s >= 0.9x the one-process bound (ours, median of the repetitions' ratios)", r,
+               0.9, r is not None and r >= 0.9)
         polling_serial = med.get(("redlock-polling", 5, 1))
         if polling_serial:
             r = ours8["cycles_per_s"] / polling_serial["cycles_per_s"]
