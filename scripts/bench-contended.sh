@@ -16,7 +16,7 @@
 #   NS                 numbers of masters (default "1 3 5")
 #   KS                 numbers of processes (default "1,2,8"; 1 is the serial bound)
 #   IMPLS              default "redlock floor redlock-polling node-redlock node-redlock-10ms"
-#   DURATION_MS        each contended run (default 10000); SERIAL_MS the serial bound (5000)
+#   DURATION_MS        each contended run (default 10000); SERIAL_MS the serial bound (10000: its rate is the denominator of the targets, so as long)
 #   QUIET_WAIT         seconds to wait for a quiet machine before each run (default 3600)
 #   REDLOCK_PEERS_DIR  where node-redlock is installed (default /tmp/redlock-peers)
 #   BASE_PORT          first master port (default: a free run of ports in 20000-32709,
@@ -47,7 +47,7 @@ ns=${NS:-1 3 5}
 ks=${KS:-1,2,8}
 impls=${IMPLS:-redlock floor redlock-polling node-redlock node-redlock-10ms}
 duration_ms=${DURATION_MS:-10000}
-serial_ms=${SERIAL_MS:-5000}
+serial_ms=${SERIAL_MS:-10000}
 quiet_wait=${QUIET_WAIT:-3600}
 peers_dir=${REDLOCK_PEERS_DIR:-/tmp/redlock-peers}
 n_masters=$(tr ' ' '\n' <<<"$ns" | sort -n | tail -1)
