@@ -35,12 +35,8 @@ Options fenced(const Cluster& masters) {
 // `proxies`), patient enough (500 ms) for the delays a test sets there.
 Options through_proxies(Cluster& masters, std::vector<std::unique_ptr<FaultProxy>>& proxies) {
   Options o = fenced(masters);
-  o.masters.clear();
+  o.masters = proxy_each(masters, proxies);
   o.command_timeout = 500ms;
-  for (std::size_t i = 0; i < masters.size(); ++i) {
-    proxies.push_back(std::make_unique<FaultProxy>(masters[i].port()));
-    o.masters.push_back(proxies.back()->endpoint());
-  }
   return o;
 }
 

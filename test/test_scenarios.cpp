@@ -33,10 +33,7 @@ struct Proxied {
   Options options;
 
   Proxied() {
-    for (std::size_t i = 0; i < masters.size(); ++i) {
-      proxies.push_back(std::make_unique<FaultProxy>(masters[i].port()));
-      options.masters.push_back(proxies.back()->endpoint());
-    }
+    options.masters = proxy_each(masters, proxies);
     options.retry_count = 0;
   }
 };

@@ -95,12 +95,8 @@ bool unsubscribed_at(LoopFixture& loop, RedisServer& master, const std::string& 
 Options through_proxies(Cluster& masters, std::vector<std::unique_ptr<FaultProxy>>& proxies,
                         milliseconds command_timeout) {
   Options o = masters.options();
-  o.masters.clear();
+  o.masters = proxy_each(masters, proxies);
   o.command_timeout = command_timeout;
-  for (std::size_t i = 0; i < masters.size(); ++i) {
-    proxies.push_back(std::make_unique<FaultProxy>(masters[i].port()));
-    o.masters.push_back(proxies.back()->endpoint());
-  }
   return o;
 }
 
@@ -966,19 +962,8 @@ TEST_CASE("a new wait for a key whose last wait left before the gate answered st
     REQUIRE(loop.run_until([&] { return proxies[gate]->requests_seen() > seen; }, 2s));
     proxies[gate]->pass();
     // Both requests to queue us ran at the gate (the proxy keeps the order).
-    std::vector<std::string> requests;
-    auto queue_requests = [&] {
-      return std::count_if(requests.begin(), requests.end(), [](const std::string& r) {
-        return r.find(scripts::acquire_or_queue.sha1) != std::string::npos;
-      });
-    };
     REQUIRE(loop.run_until(
-        [&] {
-          auto more = monitor.requests();
-          requests.insert(requests.end(), more.begin(), more.end());
-          return queue_requests() >= 2;
-        },
-        3s));
+        [&] { return positions(monitor.requests(), scripts::acquire_or_queue.sha1).size() >= 2; }, 3s));
     REQUIRE_FALSE(second.done());
     auto released = steady::now();
     REQUIRE_FALSE(unlock(loop, holder, held.lock));
@@ -986,24 +971,18 @@ TEST_CASE("a new wait for a key whose last wait left before the gate answered st
     REQUIRE_FALSE(second.answer->error);
     REQUIRE_FALSE(unlock(loop, waiter_client, second.answer->lock));
     REQUIRE(loop.run_until([&] { return !masters[gate].get("{again}"); }, 5s));
-    auto more = monitor.requests();
-    requests.insert(requests.end(), more.begin(), more.end());
-    std::string trace;
-    for (const auto& r : requests) trace += r + "\n";
-    INFO("the gate's requests:\n" << trace);
+    const std::vector<std::string>& requests = monitor.requests();
+    INFO("the gate's requests:\n" << joined(requests));
     // No ZREM ran between the second wait's request (the second that queues
     // us) and the holder's unlock: none took its entry out.
-    auto first_after = [&requests](std::string_view what, std::size_t from) {
-      for (std::size_t i = from; i < requests.size(); ++i) {
-        if (requests[i].find(what) != std::string::npos) return i;
-      }
-      return requests.size();
-    };
-    std::size_t second_request =
-        first_after(scripts::acquire_or_queue.sha1, first_after(scripts::acquire_or_queue.sha1, 0) + 1);
-    std::size_t holder_unlock = first_after(scripts::unlock_and_wake.sha1, second_request);
-    REQUIRE(holder_unlock < requests.size());
-    for (std::size_t i = second_request; i < holder_unlock; ++i)
+    std::vector<std::size_t> queue_requests = positions(requests, scripts::acquire_or_queue.sha1);
+    REQUIRE(queue_requests.size() >= 2);
+    std::size_t second_request = queue_requests[1];
+    std::vector<std::size_t> unlocks = positions(requests, scripts::unlock_and_wake.sha1);
+    auto holder_unlock =
+        std::find_if(unlocks.begin(), unlocks.end(), [&](std::size_t i) { return i >= second_request; });
+    REQUIRE(holder_unlock != unlocks.end());
+    for (std::size_t i = second_request; i < *holder_unlock; ++i)
       CHECK(count_command({requests[i]}, "ZREM") == 0);
     // Woken by the release, not by its timer.
     CHECK(*second.answered_at - released < 400ms);
@@ -1082,26 +1061,16 @@ TEST_CASE("an unlock written before the gate's answer to the attempt still finds
     // The gate's requests from the holder's unlock on; the second unlock is
     // the waiter's.
     std::vector<std::string> requests;
-    auto positions = [&requests](std::string_view what) {
-      std::vector<std::size_t> at;
-      for (std::size_t i = 0; i < requests.size(); ++i) {
-        if (requests[i].find(what) != std::string::npos) at.push_back(i);
-      }
-      return at;
-    };
     REQUIRE(loop.run_until(
         [&] {
-          auto more = monitor.requests();
-          requests.insert(requests.end(), more.begin(), more.end());
-          return positions(scripts::unlock_and_wake.sha1).size() >= 2;
+          requests = monitor.requests();
+          return positions(requests, scripts::unlock_and_wake.sha1).size() >= 2;
         },
         3s));
-    std::string trace;
-    for (const auto& r : requests) trace += r + "\n";
-    INFO("the gate's requests:\n" << trace);
-    auto zrems = positions("\"ZREM\"");
+    INFO("the gate's requests:\n" << joined(requests));
+    auto zrems = positions(requests, "\"ZREM\"");
     REQUIRE(zrems.size() == 1);
-    CHECK(zrems[0] < positions(scripts::unlock_and_wake.sha1)[1]);
+    CHECK(zrems[0] < positions(requests, scripts::unlock_and_wake.sha1)[1]);
     waiter_client.close(nullptr);
   }
   REQUIRE(loop.close());

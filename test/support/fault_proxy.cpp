@@ -17,6 +17,7 @@
 #include <utility>
 #include <vector>
 
+#include "cluster.hpp"
 #include "loopback_listener.hpp"
 #include "timeouts.hpp"
 #include "uv_handle.hpp"
@@ -560,6 +561,16 @@ void FaultProxy::error_reply(std::string line) {
 
 void FaultProxy::reset() {
   set_mode({Kind::reset, {}, {}, 0});
+}
+
+std::vector<redlock::Endpoint> proxy_each(Cluster& masters,
+                                          std::vector<std::unique_ptr<FaultProxy>>& proxies) {
+  std::vector<redlock::Endpoint> endpoints;
+  for (std::size_t i = 0; i < masters.size(); ++i) {
+    proxies.push_back(std::make_unique<FaultProxy>(masters[i].port()));
+    endpoints.push_back(proxies.back()->endpoint());
+  }
+  return endpoints;
 }
 
 }  // namespace redlock::test

@@ -11,8 +11,11 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <vector>
 
 namespace redlock::test {
+
+class Cluster;
 
 /// A TCP proxy on a free 127.0.0.1 port in front of one server on
 /// 127.0.0.1:target_port, with a fault mode the test can change at any time.
@@ -98,5 +101,11 @@ class FaultProxy {
   std::unique_ptr<Loop> loop_;
   std::thread thread_;
 };
+
+/// A FaultProxy in front of each server of `masters` (appended to `proxies`,
+/// in order) and their endpoints: the Options::masters of a Client that goes
+/// through them.
+std::vector<redlock::Endpoint> proxy_each(Cluster& masters,
+                                          std::vector<std::unique_ptr<FaultProxy>>& proxies);
 
 }  // namespace redlock::test

@@ -18,12 +18,6 @@ timeval one_second() {
   return t;
 }
 
-std::string text_of(const redisReply& reply) {
-  if (reply.type == REDIS_REPLY_STATUS || reply.type == REDIS_REPLY_STRING || reply.type == REDIS_REPLY_ERROR)
-    return std::string(reply.str, reply.len);
-  return {};
-}
-
 struct ReplyDeleter {
   void operator()(redisReply* r) const { freeReplyObject(r); }
 };
@@ -41,24 +35,23 @@ Monitor::Monitor(RedisServer& server) : server_(server) {
     throw std::runtime_error("MONITOR: cannot connect to port " + std::to_string(server.port()));
   redisSetTimeout(context_.get(), one_second());
   ReplyPtr ok(static_cast<redisReply*>(redisCommand(context_.get(), "MONITOR")));
-  if (!ok || text_of(*ok) != "OK")
-    throw std::runtime_error("MONITOR: " + (ok ? text_of(*ok) : std::string(context_->errstr)));
+  if (!ok || render(*ok) != "OK")
+    throw std::runtime_error("MONITOR: " + (ok ? render(*ok) : std::string(context_->errstr)));
 }
 
 Monitor::~Monitor() = default;
 
-std::vector<std::string> Monitor::requests() {
+const std::vector<std::string>& Monitor::requests() {
   std::string mark = "monitor-mark-" + std::to_string(++marks_);
   server_.command({"ECHO", mark});
-  std::vector<std::string> lines;
   for (int i = 0; i < max_lines; ++i) {
     void* raw = nullptr;
     if (redisGetReply(context_.get(), &raw) != REDIS_OK || raw == nullptr)
       throw std::runtime_error(std::string("MONITOR: no marker: ") + context_->errstr);
     ReplyPtr reply(static_cast<redisReply*>(raw));
-    std::string line = text_of(*reply);
-    if (line.find(mark) != std::string::npos) return lines;
-    if (line.find(" lua] ") == std::string::npos) lines.push_back(std::move(line));
+    std::string line = render(*reply);
+    if (line.find(mark) != std::string::npos) return requests_;
+    if (line.find(" lua] ") == std::string::npos) requests_.push_back(std::move(line));
   }
   throw std::runtime_error("MONITOR: no marker within " + std::to_string(max_lines) + " lines");
 }
@@ -76,6 +69,20 @@ std::size_t count_command(const std::vector<std::string>& requests, const std::s
     if (command.size() == name.size() && strncasecmp(command.c_str(), name.c_str(), name.size()) == 0) ++n;
   }
   return n;
+}
+
+std::vector<std::size_t> positions(const std::vector<std::string>& requests, std::string_view text) {
+  std::vector<std::size_t> at;
+  for (std::size_t i = 0; i < requests.size(); ++i) {
+    if (requests[i].find(text) != std::string::npos) at.push_back(i);
+  }
+  return at;
+}
+
+std::string joined(const std::vector<std::string>& requests) {
+  std::string text;
+  for (const auto& r : requests) text += r + "\n";
+  return text;
 }
 
 }  // namespace redlock::test

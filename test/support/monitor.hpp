@@ -2,6 +2,7 @@
 
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "redis_server.hpp"
@@ -21,13 +22,13 @@ class Monitor {
   Monitor(const Monitor&) = delete;
   Monitor& operator=(const Monitor&) = delete;
 
-  /// The clients' requests the server ran since the last call (or since
-  /// MONITOR), as MONITOR prints them; not the commands its scripts ran.
-  /// Ends at a marker this call sends on the server's inspection connection,
-  /// so every request a client was answered before the call is in it.
-  /// Throws std::runtime_error when the marker does not come within the
-  /// inspection timeout.
-  std::vector<std::string> requests();
+  /// The clients' requests the server ran since MONITOR, in order, as
+  /// MONITOR prints them; not the commands its scripts ran. Reads up to a
+  /// marker this call sends on the server's inspection connection, so every
+  /// request a client was answered before the call is in it. Throws
+  /// std::runtime_error when the marker does not come within the inspection
+  /// timeout.
+  const std::vector<std::string>& requests();
 
  private:
   struct ContextDeleter {
@@ -36,9 +37,14 @@ class Monitor {
   RedisServer& server_;
   std::unique_ptr<redisContext, ContextDeleter> context_;
   int marks_ = 0;
+  std::vector<std::string> requests_;  // read so far
 };
 
 /// How many of `requests` (Monitor::requests) are the command `name` (any case).
 std::size_t count_command(const std::vector<std::string>& requests, const std::string& name);
+/// The indexes of the `requests` that contain `text` (a script's SHA-1, a value).
+std::vector<std::size_t> positions(const std::vector<std::string>& requests, std::string_view text);
+/// The `requests`, a line each: for a failed test's message.
+std::string joined(const std::vector<std::string>& requests);
 
 }  // namespace redlock::test

@@ -131,29 +131,6 @@ class SigpipeGuard {
   bool was_pending_ = false;
 };
 
-std::string render(const redisReply& reply) {
-  switch (reply.type) {
-    case REDIS_REPLY_STRING:
-    case REDIS_REPLY_STATUS:
-    case REDIS_REPLY_ERROR:
-      return std::string(reply.str, reply.len);
-    case REDIS_REPLY_INTEGER:
-      return std::to_string(reply.integer);
-    case REDIS_REPLY_NIL:
-      return "(nil)";
-    case REDIS_REPLY_ARRAY: {
-      std::string text;
-      for (std::size_t i = 0; i < reply.elements; ++i) {
-        if (i != 0) text += ' ';
-        text += render(*reply.element[i]);
-      }
-      return text;
-    }
-    default:
-      return "(unknown reply type " + std::to_string(reply.type) + ")";
-  }
-}
-
 std::size_t file_size(const std::string& path) {
   std::error_code ec;
   const auto size = fs::file_size(path, ec);
@@ -219,6 +196,29 @@ redisContext* probe(int port, pid_t pid, const std::string& password) {
 }
 
 }  // namespace
+
+std::string render(const redisReply& reply) {
+  switch (reply.type) {
+    case REDIS_REPLY_STRING:
+    case REDIS_REPLY_STATUS:
+    case REDIS_REPLY_ERROR:
+      return std::string(reply.str, reply.len);
+    case REDIS_REPLY_INTEGER:
+      return std::to_string(reply.integer);
+    case REDIS_REPLY_NIL:
+      return "(nil)";
+    case REDIS_REPLY_ARRAY: {
+      std::string text;
+      for (std::size_t i = 0; i < reply.elements; ++i) {
+        if (i != 0) text += ' ';
+        text += render(*reply.element[i]);
+      }
+      return text;
+    }
+    default:
+      return "(unknown reply type " + std::to_string(reply.type) + ")";
+  }
+}
 
 void RedisServer::ContextDeleter::operator()(redisContext* c) const {
   redisFree(c);

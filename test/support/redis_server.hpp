@@ -20,6 +20,11 @@ namespace redlock::test {
 
 class Cluster;
 
+/// A reply as text, as RedisServer::command() gives it: status and string as
+/// they are, integer in decimal, nil as "(nil)", an error as its message, an
+/// array as its elements joined by spaces.
+std::string render(const redisReply& reply);
+
 struct ServerOptions {
   /// Extra redis-server arguments, after ours (so they win), e.g.
   /// {"--maxmemory-policy", "noeviction"}.
