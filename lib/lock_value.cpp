@@ -12,7 +12,7 @@
 namespace redlock {
 namespace {
 
-constexpr std::size_t random_chars = 22;
+constexpr std::size_t random_chars = random_text_chars;
 // The time, in base 36: 8 digits until 2059.
 constexpr int time_base = 36;
 // The year 9999: a later time would overflow system_clock's nanoseconds.

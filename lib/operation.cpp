@@ -62,7 +62,7 @@ std::shared_ptr<const Command> Operation::make_command() const {
         return Command::script(scripts::continue_fenced, {key_, counter_key_, lock_.value, ttl});
       return Command::script(scripts::continue_lock, {key_, lock_.value, ttl});
     case Kind::unlock:
-      return unlock_command(lock_.value, lock_.value, context_.waiters.subscribed(key_), false);
+      return unlock_command(lock_.value, lock_.value, false, false);
   }
   return nullptr;
 }
@@ -149,7 +149,8 @@ long long Operation::others_told(long long answer) const {
 
 // The unlock script for `value`, publishing `message`; at the gate master
 // also waking the head of the queue, which has a command_timeout (what a
-// master has to answer) to claim the key.
+// master has to answer) to claim the key. `subscribed` matters to a shared
+// lock's unlock only: this Client listens too, and is not counted as told.
 std::shared_ptr<const Command> Operation::unlock_command(std::string_view value, std::string_view message,
                                                          bool subscribed, bool at_gate) const {
   std::string_view others_only = subscribed ? "1" : "0";
@@ -381,7 +382,8 @@ void Operation::start_round(TimePoint t0, bool gate_veto) {
   if (kind_ == Kind::unlock) {
     if (!multi()) {
       auto [g, usual] = context_.waiters.gates(key_);
-      auto wake = unlock_command(lock_.value, lock_.value, context_.waiters.subscribed(key_), true);
+      bool subscribed = lock_.shared && context_.waiters.subscribed(key_);  // only unlock_shared asks
+      auto wake = unlock_command(lock_.value, lock_.value, subscribed, true);
       if (g != nullptr && g == usual) {
         round_ = Round::start_gated(context_.masters, command_, *g, wake, t0, std::move(decided), false,
                                     Decide::answered, release_patience());

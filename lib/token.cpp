@@ -33,7 +33,11 @@ void append_random_text(std::string& out) {
   // The two bits over 21 whole characters of six come first, as one of
   // 'A', 'Q', 'g' or 'w': a value never starts with '-', so `redlock
   // extend RESOURCE VALUE` never takes it for an option.
-  out += alphabet[(bytes[0] >> 6) << 4];
+  // Written into a buffer and appended once: a character at a time costs a
+  // capacity check each.
+  char text[random_text_chars];
+  std::size_t n = 0;
+  text[n++] = alphabet[(bytes[0] >> 6) << 4];
   unsigned bits = bytes[0] & 0x3fU;
   int held = 6;
   for (std::size_t i = 1; i < bytes.size(); ++i) {
@@ -41,9 +45,10 @@ void append_random_text(std::string& out) {
     held += 8;
     while (held >= 6) {
       held -= 6;
-      out += alphabet[(bits >> held) & 0x3f];
+      text[n++] = alphabet[(bits >> held) & 0x3f];
     }
   }
+  out.append(text, n);
 }
 
 std::string random_token() {
