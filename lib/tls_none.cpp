@@ -32,7 +32,8 @@ std::string TlsContext::server_name(const std::string& host) const {
   return host;
 }
 
-TlsSession::TlsSession(const TlsContext&, const std::string&) : impl_(std::make_unique<Impl>()) {
+TlsSession::TlsSession(const TlsContext&, const std::string&, const TlsResumption&)
+    : impl_(std::make_unique<Impl>()) {
 }
 TlsSession::~TlsSession() = default;
 void TlsSession::receive(const char*, std::size_t) {
@@ -51,6 +52,15 @@ bool TlsSession::write(std::string_view) {
 }
 std::string TlsSession::take_output() {
   return {};
+}
+bool TlsSession::resumed() const {
+  return false;
+}
+TlsResumption TlsSession::resumption() const {
+  return {};
+}
+bool TlsSession::broken() const {
+  return true;
 }
 const std::string& TlsSession::error() const {
   return impl_->error;

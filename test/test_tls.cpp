@@ -249,10 +249,38 @@ TEST_CASE("a TLS master killed and restarted: votes fail, then it reconnects and
     masters[2].restart(false);
     REQUIRE(loop.run_until([&] { return client.stats().masters[2].state == MasterState::up; }, 10s));
     CHECK(client.stats().masters[2].reconnects == 1);
+    // The restarted server forgot the session: a full handshake.
+    CHECK(client.stats().masters[2].tls_resumed == 0);
     Answer b = try_lock(loop, client, "with-three", 1s);
     REQUIRE_FALSE(b.error);
     // Every master got the write, also the one that came back.
     REQUIRE(loop.run_until([&] { return masters[2].get("{with-three}") == b.lock.value; }, 2s));
+  }
+  REQUIRE(loop.close());
+}
+
+TEST_CASE("a TLS connection lost while its master lives resumes its session on reconnect", "[tls]") {
+  Cluster masters(1, tls_server());
+  auto said = std::make_shared<std::vector<std::string>>();
+  LoopFixture loop;
+  {
+    Client client(loop.get(), tls_options(masters, said));
+    Answer a = try_lock(loop, client, "resumed", 1s);  // a reply read: the session tickets came before it
+    REQUIRE_FALSE(a.error);
+    CHECK(client.stats().masters[0].tls_resumed == 0);
+    for (int dropped = 1; dropped <= 2; ++dropped) {
+      // Closes our connection: every normal client's but this command's own.
+      masters[0].command({"CLIENT", "KILL", "TYPE", "normal", "SKIPME", "yes"});
+      REQUIRE(loop.run_until(
+          [&] {
+            MasterStats m = client.stats().masters[0];
+            return m.reconnects == static_cast<std::uint64_t>(dropped) && m.state == MasterState::up;
+          },
+          5s));
+      CHECK(client.stats().masters[0].tls_resumed == static_cast<std::uint64_t>(dropped));
+    }
+    CHECK_FALSE(unlock(loop, client, a.lock));
+    CHECK_FALSE(masters[0].get("{resumed}"));
   }
   REQUIRE(loop.close());
 }
