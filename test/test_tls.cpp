@@ -285,6 +285,38 @@ TEST_CASE("a TLS connection lost while its master lives resumes its session on r
   REQUIRE(loop.close());
 }
 
+TEST_CASE("an impostor on a master's port is offered the session, cannot resume it, and is refused",
+          "[tls]") {
+  auto genuine = std::make_unique<RedisServer>(tls_server());
+  const int port = genuine->tls_port();
+  auto said = std::make_shared<std::vector<std::string>>();
+  Options o;
+  o.masters = {genuine->tls_endpoint()};
+  o.tls.ca_file = certificates().path("ca.crt");
+  o.connect_timeout = 1s;
+  o.command_timeout = 500ms;
+  o.retry_count = 0;
+  o.diagnostics = [said](std::string_view line) { said->emplace_back(line); };
+  LoopFixture loop;
+  {
+    Client client(loop.get(), o);
+    REQUIRE_FALSE(try_lock(loop, client, "genuine", 1s).error);  // a reply read: the session came before it
+    genuine.reset();
+    // Our CA signed its certificate, but for another name: only a full
+    // handshake's check can tell.
+    ServerOptions impostor_options = tls_server("other-name");
+    impostor_options.args = {"--tls-port", std::to_string(port)};
+    RedisServer impostor(impostor_options);
+    REQUIRE(loop.run_until([&] { return any_says(*said, "certificate verify failed: IP address mismatch"); },
+                           5s));
+    CHECK(client.stats().masters[0].tls_resumed == 0);
+    Answer a = try_lock(loop, client, "impostor", 1s);
+    CHECK(a.error == errc::unavailable);
+    CHECK_FALSE(impostor.get("{impostor}"));
+  }
+  REQUIRE(loop.close());
+}
+
 TEST_CASE("the fault proxy in front of a TLS master: a delay costs the vote, then TLS again", "[tls]") {
   Cluster masters(1, tls_server());
   FaultProxy proxy(masters[0].tls_port());
