@@ -30,6 +30,9 @@ constexpr std::uint64_t linger_ms = 100;
 // every third of that while it listens, and as it hears each release there
 // (an unlock that publishes deletes the marker).
 constexpr std::uint64_t min_marker_ms = 3000;
+// How often a line queued away from the key's usual gate checks whether that
+// gate votes again (see watch_gate()).
+constexpr std::uint64_t gate_watch_ms = 25;
 
 }  // namespace
 
@@ -244,6 +247,47 @@ void Waiters::queued(const std::string& key, const Master& gate) {
   if (it == lines_.end()) return;
   it->second.queued_at = &gate;
   idle(key);
+  if (&gate != gates(key).usual) watch_gate();
+}
+
+// A line queued at a master that is the gate only while the usual one (the
+// key's top-ranked master) does not vote: when that one votes again, unlocks
+// wake the queue there, and nothing wakes ours. Master::voting() changes
+// without an event (a reconnect, a restart quarantine running out), so the
+// lines queued so check it every gate_watch_ms while there are any.
+void Waiters::watch_gate() {
+  if (!gate_watch_) gate_watch_ = make_timer(loop_, this);
+  if (uv_is_active(reinterpret_cast<uv_handle_t*>(gate_watch_.get())) != 0) return;
+  uv_timer_start(
+      gate_watch_.get(), [](uv_timer_t* t) { owner_of<Waiters>(t)->check_gates(); }, gate_watch_ms,
+      gate_watch_ms);
+}
+
+// The lines whose queue is not at their key's gate any more listen to
+// releases again, and their first in line tries again now: its attempt asks
+// the gate, which queues it there if the key is still held.
+void Waiters::check_gates() {
+  bool any = false;
+  std::vector<std::string> moved;
+  for (auto& entry : lines_) {
+    const Line& line = entry.second;
+    if (line.queued_at == nullptr) continue;
+    Gates g = gates(entry.first);
+    if (line.queued_at == g.usual) continue;
+    if (g.voting != line.queued_at) {
+      moved.push_back(entry.first);
+    } else {
+      any = true;
+    }
+  }
+  if (!any) uv_timer_stop(gate_watch_.get());
+  for (const std::string& key : moved) {
+    auto it = lines_.find(key);
+    if (it == lines_.end()) continue;
+    it->second.queued_at = nullptr;
+    listen(key);
+    if (!it->second.queue.empty()) it->second.queue.front()->recheck();
+  }
 }
 
 void Waiters::unqueued(const std::string& key) {
@@ -544,6 +588,7 @@ void Waiters::close() {
   subscribed_.clear();
   linger_.close();
   remark_.close();
+  gate_watch_.close();
   subscribers_.clear();
 }
 

@@ -180,6 +180,8 @@ class Waiters {
   void tell_watchers(const std::string& key, std::string_view message);
   void pass_wake_on(const Master& gate, const std::string& key);
   void leave_queues(const std::string& key, const Line& line);
+  void watch_gate();
+  void check_gates();
 
   uv_loop_t* loop_;
   const Options& options_;
@@ -198,8 +200,9 @@ class Waiters {
       contended_;  // key -> uv_now() ms until which it counts as contended
   std::unordered_map<std::string, Subscription> subscribed_;
   std::shared_ptr<Confirmations> confirmations_;
-  Timer linger_;                                      // unsubscribes the keys idle for a linger
-  Timer remark_;                                      // marks the keys listened to again
+  Timer linger_;      // unsubscribes the keys idle for a linger
+  Timer remark_;      // marks the keys listened to again
+  Timer gate_watch_;  // runs while a line is queued away from its key's usual gate
   std::vector<std::unique_ptr<Master>> subscribers_;  // empty until the first refusal
   std::vector<bool> wake_confirmed_;                  // per subscriber: SUBSCRIBE of wake_channel_ answered
 };

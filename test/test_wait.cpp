@@ -1169,6 +1169,58 @@ TEST_CASE("a waiter queued at a master that stopped being the gate leaves no ent
   REQUIRE(loop.close());
 }
 
+// The same with a waiter that queued at the second master because its Client
+// saw the gate down when it began to wait: once the gate votes again, the
+// unlocks wake the queue there, and the waiter must queue there too, not
+// sleep to its retry_delay with its entry at the second (helper-27's finding).
+TEST_CASE(
+    "a waiter queued at the second master moves to the gate when it votes again, and the next release wakes "
+    "it",
+    "[wait][queue]") {
+  Cluster masters(3);
+  LoopFixture loop;
+  {
+    Options options = masters.options();
+    Client holder(loop.get(), options);
+    Client waiter_client(loop.get(), slow_polling(options));
+    Answer held = try_lock_everywhere(loop, holder, masters, "requeued", 30s);
+    std::size_t gate = gate_of("{requeued}", options);
+    Options others = options;
+    others.masters.erase(others.masters.begin() + static_cast<std::ptrdiff_t>(gate));
+    std::size_t second = gate_of("{requeued}", others);
+    if (second >= gate) ++second;
+    // A first wait opens the waiter's subscriber connections, which stay up.
+    Waiting first(waiter_client, "requeued", 10s, 300ms);
+    REQUIRE(loop.run_until([&] { return first.done(); }, 5s));
+    REQUIRE(first.answer->error == errc::timeout);
+    // A command that the paused gate never answers drops the waiter's
+    // command connection there: the gate does not vote for its Client.
+    masters[gate].pause();
+    Answer other = try_lock(loop, waiter_client, "requeued-other", 10s);
+    REQUIRE_FALSE(other.error);  // two of three
+    CHECK_FALSE(unlock(loop, waiter_client, other.lock));
+    REQUIRE(loop.run_until([&] { return waiter_client.stats().masters[gate].state != MasterState::up; }, 5s));
+    Waiting waiter(waiter_client, "requeued", 10s, 20s);
+    REQUIRE(loop.run_until([&] { return !queue_at(masters[second], "{requeued}").empty(); }, 5s));
+    std::string channel = queue_at(masters[second], "{requeued}");
+    REQUIRE(channel.rfind("wake:", 0) != std::string::npos);
+    masters[gate].resume();
+    REQUIRE(loop.run_until([&] { return waiter_client.stats().masters[gate].state == MasterState::up; }, 5s));
+    // Back: the waiter queues at the gate, where unlocks wake the queue.
+    REQUIRE(loop.run_until([&] { return queue_at(masters[gate], "{requeued}") == channel; }, 5s));
+    auto released = steady::now();
+    REQUIRE_FALSE(unlock(loop, holder, held.lock));
+    REQUIRE(loop.run_until([&] { return waiter.done(); }, 5s));
+    REQUIRE_FALSE(waiter.answer->error);
+    CHECK(*waiter.answered_at - released < 1s);  // not its retry_delay (10 s)
+    CHECK(queue_empties(loop, masters[gate], "{requeued}"));
+    CHECK(queue_empties(loop, masters[second], "{requeued}"));
+    CHECK_FALSE(unlock(loop, waiter_client, waiter.answer->lock));
+    waiter_client.close(nullptr);
+  }
+  REQUIRE(loop.close());
+}
+
 TEST_CASE("an unlock from a Client whose connections are not up yet wakes the waiter queued at the gate",
           "[wait][queue]") {
   Cluster masters(3);
