@@ -348,7 +348,7 @@ Master::~Master() {
   if (!connected()) return;
   bool in_flight = awaiting_reply() || !out_.empty();
   if (!out_.empty() && (!tls_ || tls_->write(out_))) {
-    if (tls_) out_ = tls_->take_output();
+    if (tls_) tls_->take_output(out_);
     send_bytes(out_);
   }
   if (in_flight && !config_.subscriber)
@@ -406,7 +406,7 @@ bool Master::write_out() {
       lost("TLS: " + tls_->error());
       return false;
     }
-    out_ = tls_->take_output();
+    tls_->take_output(out_);
   }
   return write_wire(out_);
 }
@@ -581,7 +581,8 @@ void Master::on_connected(int status) {
 // the rest follow once it is done, encrypted.
 void Master::continue_tls_handshake() {
   TlsSession::Progress progress = tls_->handshake();
-  std::string bytes = tls_->take_output();
+  std::string bytes;
+  tls_->take_output(bytes);
   if (!bytes.empty() && !write_wire(bytes)) return;
   if (progress == TlsSession::Progress::failed) {
     refused("TLS handshake failed: " + tls_->error());
@@ -677,7 +678,8 @@ void Master::on_tls_bytes(const char* data, std::size_t size) {
   }
   std::string plain;
   bool ok = tls_->read(plain);
-  std::string bytes = tls_->take_output();  // TLS may answer what it read
+  std::string bytes;
+  tls_->take_output(bytes);  // TLS may answer what it read
   if (!bytes.empty() && !write_wire(bytes)) return;
   if (!plain.empty()) on_plaintext(plain.data(), plain.size());
   if (!ok && generation == generation_) lost("TLS: " + tls_->error());

@@ -128,7 +128,11 @@ struct TlsSession::Impl {
   bool done = false;
   std::string error;
   TlsResumption latest;  // the last session the server sent; the SSL's app data points here
-  bool broken = false;   // failed in TLS itself, not closed by the server
+  // What SSL_read decrypts into, one per connection: a buffer per read
+  // would cost an allocation, or 16 KiB zeroed, per reply.
+  static constexpr std::size_t chunk_size = 16 * 1024;
+  std::unique_ptr<char[]> chunk = std::make_unique<char[]>(chunk_size);
+  bool broken = false;  // failed in TLS itself, not closed by the server
 
   // Why the handshake failed: the certificate check's verdict when it
   // failed, else OpenSSL's reason, with what to do about the usual causes.
@@ -226,12 +230,11 @@ bool TlsSession::handshake_done() const {
 }
 
 bool TlsSession::read(std::string& plain) {
-  std::array<char, 16 * 1024> chunk{};
   for (;;) {
     ERR_clear_error();
-    int rc = SSL_read(impl_->ssl.get(), chunk.data(), static_cast<int>(chunk.size()));
+    int rc = SSL_read(impl_->ssl.get(), impl_->chunk.get(), static_cast<int>(Impl::chunk_size));
     if (rc > 0) {
-      plain.append(chunk.data(), static_cast<std::size_t>(rc));
+      plain.append(impl_->chunk.get(), static_cast<std::size_t>(rc));
       continue;
     }
     if (SSL_get_error(impl_->ssl.get(), rc) == SSL_ERROR_WANT_READ) return true;
@@ -250,13 +253,12 @@ bool TlsSession::write(std::string_view plain) {
   return false;
 }
 
-std::string TlsSession::take_output() {
-  std::string bytes(BIO_ctrl_pending(impl_->out), '\0');
-  if (!bytes.empty()) {
-    int n = BIO_read(impl_->out, bytes.data(), static_cast<int>(bytes.size()));
-    bytes.resize(n > 0 ? static_cast<std::size_t>(n) : 0);
+void TlsSession::take_output(std::string& into) {
+  into.resize(BIO_ctrl_pending(impl_->out));
+  if (!into.empty()) {
+    int n = BIO_read(impl_->out, into.data(), static_cast<int>(into.size()));
+    into.resize(n > 0 ? static_cast<std::size_t>(n) : 0);
   }
-  return bytes;
 }
 
 bool TlsSession::resumed() const {

@@ -63,8 +63,9 @@ class TlsSession {
   bool read(std::string& plain);
   /// Encrypts `plain` into the output; false on failure (error()).
   bool write(std::string_view plain);
-  /// The bytes to write to the socket now, in order; empties the output.
-  std::string take_output();
+  /// The bytes to write to the socket now, in order, in place of what
+  /// `into` held (its buffer is reused); empties the output.
+  void take_output(std::string& into);
   /// Whether the handshake resumed the session it was given.
   bool resumed() const;
   /// The latest session ticket the server sent on this connection (TLS 1.3

@@ -50,8 +50,8 @@ bool TlsSession::read(std::string&) {
 bool TlsSession::write(std::string_view) {
   return false;
 }
-std::string TlsSession::take_output() {
-  return {};
+void TlsSession::take_output(std::string& into) {
+  into.clear();
 }
 bool TlsSession::resumed() const {
   return false;
