@@ -35,17 +35,24 @@ ServerOptions tls_server(const std::string& name = "server", bool auth_clients =
   return o;
 }
 
-// rediss:// to every master of `masters`, trusting our CA; what the Client
-// says through diagnostics goes to `said`.
-Options tls_options(Cluster& masters, std::shared_ptr<std::vector<std::string>> said) {
+// rediss:// to `endpoints`, trusting our CA; what the Client says through
+// diagnostics goes to `said`.
+Options tls_options(std::vector<Endpoint> endpoints, std::shared_ptr<std::vector<std::string>> said) {
   Options o;
-  for (std::size_t i = 0; i < masters.size(); ++i) o.masters.push_back(masters[i].tls_endpoint());
+  o.masters = std::move(endpoints);
   o.tls.ca_file = certificates().path("ca.crt");
   o.connect_timeout = 1s;
   o.command_timeout = 500ms;
   o.retry_count = 0;
   o.diagnostics = [said](std::string_view line) { said->emplace_back(line); };
   return o;
+}
+
+// The same to every master of `masters`.
+Options tls_options(Cluster& masters, std::shared_ptr<std::vector<std::string>> said) {
+  std::vector<Endpoint> endpoints;
+  for (std::size_t i = 0; i < masters.size(); ++i) endpoints.push_back(masters[i].tls_endpoint());
+  return tls_options(std::move(endpoints), std::move(said));
 }
 
 bool any_says(const std::vector<std::string>& said, const std::string& words) {
@@ -290,16 +297,9 @@ TEST_CASE("an impostor on a master's port is offered the session, cannot resume 
   auto genuine = std::make_unique<RedisServer>(tls_server());
   const int port = genuine->tls_port();
   auto said = std::make_shared<std::vector<std::string>>();
-  Options o;
-  o.masters = {genuine->tls_endpoint()};
-  o.tls.ca_file = certificates().path("ca.crt");
-  o.connect_timeout = 1s;
-  o.command_timeout = 500ms;
-  o.retry_count = 0;
-  o.diagnostics = [said](std::string_view line) { said->emplace_back(line); };
   LoopFixture loop;
   {
-    Client client(loop.get(), o);
+    Client client(loop.get(), tls_options({genuine->tls_endpoint()}, said));
     REQUIRE_FALSE(try_lock(loop, client, "genuine", 1s).error);  // a reply read: the session came before it
     genuine.reset();
     // Our CA signed its certificate, but for another name: only a full

@@ -66,6 +66,15 @@ std::string queued_alone(LoopFixture& loop, Cluster& masters, std::size_t gate, 
   return channel;
 }
 
+// The master that is `key`'s gate while its usual gate (gate_of) does not vote.
+std::size_t second_gate_of(const std::string& key, const Options& options) {
+  std::size_t gate = gate_of(key, options);
+  Options others = options;
+  others.masters.erase(others.masters.begin() + static_cast<std::ptrdiff_t>(gate));
+  std::size_t second = gate_of(key, others);
+  return second >= gate ? second + 1 : second;
+}
+
 bool queue_empties(LoopFixture& loop, RedisServer& master, const std::string& key) {
   return loop.run_until([&] { return queue_at(master, key).empty(); }, 3s);
 }
@@ -1145,10 +1154,7 @@ TEST_CASE("a waiter queued at a master that stopped being the gate leaves no ent
     Client waiter_client(loop.get(), options);
     Answer held = try_lock_everywhere(loop, holder, masters, "moved", 30s);
     std::size_t gate = gate_of("{moved}", options);
-    Options others = options;
-    others.masters.erase(others.masters.begin() + static_cast<std::ptrdiff_t>(gate));
-    std::size_t second = gate_of("{moved}", others);
-    if (second >= gate) ++second;
+    std::size_t second = second_gate_of("{moved}", options);
     Waiting waiter(waiter_client, "moved", 10s, 20s);
     std::string channel = queued_alone(loop, masters, gate, "{moved}");
     masters[gate].pause();
@@ -1185,10 +1191,7 @@ TEST_CASE(
     Client waiter_client(loop.get(), slow_polling(options));
     Answer held = try_lock_everywhere(loop, holder, masters, "requeued", 30s);
     std::size_t gate = gate_of("{requeued}", options);
-    Options others = options;
-    others.masters.erase(others.masters.begin() + static_cast<std::ptrdiff_t>(gate));
-    std::size_t second = gate_of("{requeued}", others);
-    if (second >= gate) ++second;
+    std::size_t second = second_gate_of("{requeued}", options);
     // A first wait opens the waiter's subscriber connections, which stay up.
     Waiting first(waiter_client, "requeued", 10s, 300ms);
     REQUIRE(loop.run_until([&] { return first.done(); }, 5s));
