@@ -256,7 +256,10 @@ void Waiters::queued(const std::string& key, const Master& gate) {
 // without an event (a reconnect, a restart quarantine running out), so the
 // lines queued so check it every gate_watch_ms while there are any.
 void Waiters::watch_gate() {
-  if (!gate_watch_) gate_watch_ = make_timer(loop_, this);
+  if (!gate_watch_) {
+    gate_watch_ = make_timer(loop_, this);
+    uv_unref(reinterpret_cast<uv_handle_t*>(gate_watch_.get()));  // the waiters' own timers keep the loop
+  }
   if (uv_is_active(reinterpret_cast<uv_handle_t*>(gate_watch_.get())) != 0) return;
   uv_timer_start(
       gate_watch_.get(), [](uv_timer_t* t) { owner_of<Waiters>(t)->check_gates(); }, gate_watch_ms,
