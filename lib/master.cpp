@@ -570,7 +570,7 @@ void Master::on_connected(int status) {
   reader_ = std::make_unique<ReplyReader>();
   heard_ = false;
   if (config_.tls) {
-    tls_ = std::make_unique<TlsSession>(*config_.tls, config_.endpoint.host, tls_resumption_);
+    tls_ = std::make_unique<TlsSession>(*config_.tls, config_.endpoint.host);
     continue_tls_handshake();
     return;
   }
@@ -587,7 +587,6 @@ void Master::continue_tls_handshake() {
   if (progress == TlsSession::Progress::failed) {
     refused("TLS handshake failed: " + tls_->error());
   } else if (progress == TlsSession::Progress::done) {
-    if (tls_->resumed()) ++counters_.tls_resumed;
     start_handshake();
   }
 }
@@ -884,7 +883,6 @@ MasterStats Master::stats() const {
   s.votes_failed = counters_.failed;
   s.timeouts = counters_.timeouts;
   s.reconnects = connections_ > 0 ? connections_ - 1 : 0;
-  s.tls_resumed = counters_.tls_resumed;
   s.rtt = counters_.rtt;
   return s;
 }
@@ -1043,15 +1041,6 @@ void Master::drop(Failure why) {
   bool was_ready = state_ == State::ready;
   socket_.reset();
   reader_.reset();
-  if (tls_) {
-    // The next connection offers the latest session, unless this one failed
-    // in TLS itself: then none.
-    if (tls_->broken()) {
-      tls_resumption_.reset();
-    } else if (TlsResumption latest = tls_->resumption()) {
-      tls_resumption_ = std::move(latest);
-    }
-  }
   tls_.reset();
   ++generation_;
   handshake_.clear();

@@ -135,7 +135,6 @@ struct MasterCounters {
   std::uint64_t refused = 0;
   std::uint64_t failed = 0;
   std::uint64_t timeouts = 0;
-  std::uint64_t tls_resumed = 0;     // TLS handshakes that resumed the last connection's session
   std::chrono::microseconds rtt{0};  // smoothed, 0 before the first reply
 
   /// Folds in one round trip: rtt += (sample - rtt) / 8, as TCP's SRTT.
@@ -286,8 +285,6 @@ class Master {
   // rediss://: the TLS layer of the live connection. While its handshake
   // runs the Master is still State::connecting, so commands wait unwritten.
   std::unique_ptr<TlsSession> tls_;
-  // The last session ticket a connection got: the next connection offers it.
-  TlsResumption tls_resumption_;
   bool heard_ = false;            // the live connection got a byte from the server
   std::uint64_t generation_ = 0;  // bumped per connection, to notice a drop mid-read
 

@@ -226,8 +226,6 @@ std::string to_prometheus(const Stats& stats, std::string_view prefix) {
   for (const auto& m : stats.masters) e.sample("master_timeouts_total", master(m), m.timeouts);
   e.family("master_reconnects_total", "counter", "Connections made again after the first.");
   for (const auto& m : stats.masters) e.sample("master_reconnects_total", master(m), m.reconnects);
-  e.family("master_tls_resumed_total", "counter", "Reconnects whose TLS handshake resumed the last session.");
-  for (const auto& m : stats.masters) e.sample("master_tls_resumed_total", master(m), m.tls_resumed);
   e.family("master_rtt_seconds", "gauge", "Smoothed round-trip time of recent replies.");
   for (const auto& m : stats.masters) e.sample("master_rtt_seconds", master(m), seconds(m.rtt));
 

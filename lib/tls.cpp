@@ -54,18 +54,6 @@ bool not_tls(unsigned long code) {
          reason == SSL_R_UNKNOWN_PROTOCOL || reason == SSL_R_RECORD_LENGTH_MISMATCH;
 }
 
-// OpenSSL's new-session callback: the connection's TlsSession keeps a copy.
-// Not the session itself: OpenSSL marks that one not resumable when the
-// connection ends without a close_notify, which is how a dropped or killed
-// connection ends, the case resumption is for. (A connection that failed
-// in TLS itself offers no session again: TlsSession::broken.)
-int keep_new_session(SSL* ssl, SSL_SESSION* session) {
-  auto* latest = static_cast<TlsResumption*>(SSL_get_app_data(ssl));
-  SSL_SESSION* copy = latest ? SSL_SESSION_dup(session) : nullptr;
-  if (copy) *latest = TlsResumption(copy, [](void* s) { SSL_SESSION_free(static_cast<SSL_SESSION*>(s)); });
-  return 0;  // OpenSSL keeps, and frees, its own reference
-}
-
 }  // namespace
 
 struct TlsContext::Impl {
@@ -86,11 +74,6 @@ std::shared_ptr<const TlsContext> TlsContext::for_options(const Options& options
   SSL_CTX* ctx = impl->ctx.get();
   if (!ctx) throw std::runtime_error("redlock: cannot set up TLS: " + take_openssl_error());
   SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION);
-  // Each connection keeps the last session its server sent (TlsSession::
-  // resumption), for its Master's next connection; OpenSSL's own cache,
-  // which is keyed by nothing we could look it up by, is not used.
-  SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_CLIENT | SSL_SESS_CACHE_NO_INTERNAL_STORE);
-  SSL_CTX_sess_set_new_cb(ctx, keep_new_session);
   if (o.verify_peer) {
     SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, nullptr);
     if (o.ca_file.empty() && o.ca_path.empty()) {
@@ -127,17 +110,14 @@ struct TlsSession::Impl {
   std::string name;
   bool done = false;
   std::string error;
-  TlsResumption latest;  // the last session the server sent; the SSL's app data points here
   // What SSL_read decrypts into, one per connection: a buffer per read
   // would cost an allocation, or 16 KiB zeroed, per reply.
   static constexpr std::size_t chunk_size = 16 * 1024;
   std::unique_ptr<char[]> chunk = std::make_unique<char[]>(chunk_size);
-  bool broken = false;  // failed in TLS itself, not closed by the server
 
   // Why the handshake failed: the certificate check's verdict when it
   // failed, else OpenSSL's reason, with what to do about the usual causes.
   void handshake_failed() {
-    broken = true;
     long verdict = SSL_get_verify_result(ssl.get());
     unsigned long code = 0;
     std::string reason = take_openssl_error(&code);
@@ -162,7 +142,6 @@ struct TlsSession::Impl {
     int kind = SSL_get_error(ssl.get(), rc);
     unsigned long code = 0;
     std::string reason = take_openssl_error(&code);
-    broken = kind != SSL_ERROR_ZERO_RETURN;
     if (kind == SSL_ERROR_ZERO_RETURN) {
       error = "the server closed the TLS connection";
     } else if (ERR_GET_REASON(code) == SSL_R_TLSV13_ALERT_CERTIFICATE_REQUIRED) {
@@ -173,8 +152,7 @@ struct TlsSession::Impl {
   }
 };
 
-TlsSession::TlsSession(const TlsContext& context, const std::string& host, const TlsResumption& resume)
-    : impl_(std::make_unique<Impl>()) {
+TlsSession::TlsSession(const TlsContext& context, const std::string& host) : impl_(std::make_unique<Impl>()) {
   Impl& s = *impl_;
   s.name = context.server_name(host);
   s.ssl.reset(SSL_new(context.impl().ctx.get()));
@@ -188,7 +166,6 @@ TlsSession::TlsSession(const TlsContext& context, const std::string& host, const
   BIO_set_mem_eof_return(s.in, -1);  // empty means "no bytes yet", not end of stream
   SSL_set_bio(s.ssl.get(), s.in, s.out);
   SSL_set_connect_state(s.ssl.get());
-  SSL_set_app_data(s.ssl.get(), &s.latest);
   if (!is_ip_address(s.name)) SSL_set_tlsext_host_name(s.ssl.get(), s.name.c_str());
   if (context.impl().options.verify_peer) {
     X509_VERIFY_PARAM* param = SSL_get0_param(s.ssl.get());
@@ -199,10 +176,6 @@ TlsSession::TlsSession(const TlsContext& context, const std::string& host, const
       X509_VERIFY_PARAM_set1_host(param, s.name.c_str(), 0);
     }
   }
-  // A session the server does not know any more (it restarted) costs
-  // nothing: it answers with a full handshake, the certificate checked.
-  if (resume && SSL_SESSION_is_resumable(static_cast<SSL_SESSION*>(resume.get())) == 1)
-    SSL_set_session(s.ssl.get(), static_cast<SSL_SESSION*>(resume.get()));
 }
 
 TlsSession::~TlsSession() = default;
@@ -259,18 +232,6 @@ void TlsSession::take_output(std::string& into) {
     int n = BIO_read(impl_->out, into.data(), static_cast<int>(into.size()));
     into.resize(n > 0 ? static_cast<std::size_t>(n) : 0);
   }
-}
-
-bool TlsSession::resumed() const {
-  return impl_->done && SSL_session_reused(impl_->ssl.get()) == 1;
-}
-
-TlsResumption TlsSession::resumption() const {
-  return impl_->broken ? nullptr : impl_->latest;
-}
-
-bool TlsSession::broken() const {
-  return impl_->broken;
 }
 
 const std::string& TlsSession::error() const {

@@ -34,10 +34,6 @@ class TlsContext {
   std::unique_ptr<Impl> impl_;
 };
 
-/// A session a server may resume on a later connection (what its last
-/// session ticket holds), opaque. Empty: none.
-using TlsResumption = std::shared_ptr<void>;
-
 /// One client-side TLS connection whose bytes we carry ourselves (OpenSSL
 /// over memory BIOs): what the socket reads goes in through receive(), what
 /// must be written comes out of take_output(), after every call.
@@ -45,9 +41,7 @@ class TlsSession {
  public:
   enum class Progress { more, done, failed };
 
-  /// `resume`: a session of an earlier connection to the same endpoint, which
-  /// the server may resume (a shorter handshake, no certificate sent again).
-  TlsSession(const TlsContext& context, const std::string& host, const TlsResumption& resume = {});
+  TlsSession(const TlsContext& context, const std::string& host);
   ~TlsSession();
   TlsSession(const TlsSession&) = delete;
   TlsSession& operator=(const TlsSession&) = delete;
@@ -66,14 +60,6 @@ class TlsSession {
   /// The bytes to write to the socket now, in order, in place of what
   /// `into` held (its buffer is reused); empties the output.
   void take_output(std::string& into);
-  /// Whether the handshake resumed the session it was given.
-  bool resumed() const;
-  /// The latest session ticket the server sent on this connection (TLS 1.3
-  /// sends them after the handshake); empty until one came, and once broken().
-  TlsResumption resumption() const;
-  /// Failed in TLS itself (the handshake, a bad record, an alert), not
-  /// closed by the server: none of its sessions may be resumed.
-  bool broken() const;
   /// Why the last failing call failed, in words for a diagnostics line.
   const std::string& error() const;
 

@@ -32,8 +32,7 @@ std::string TlsContext::server_name(const std::string& host) const {
   return host;
 }
 
-TlsSession::TlsSession(const TlsContext&, const std::string&, const TlsResumption&)
-    : impl_(std::make_unique<Impl>()) {
+TlsSession::TlsSession(const TlsContext&, const std::string&) : impl_(std::make_unique<Impl>()) {
 }
 TlsSession::~TlsSession() = default;
 void TlsSession::receive(const char*, std::size_t) {
@@ -52,15 +51,6 @@ bool TlsSession::write(std::string_view) {
 }
 void TlsSession::take_output(std::string& into) {
   into.clear();
-}
-bool TlsSession::resumed() const {
-  return false;
-}
-TlsResumption TlsSession::resumption() const {
-  return {};
-}
-bool TlsSession::broken() const {
-  return true;
 }
 const std::string& TlsSession::error() const {
   return impl_->error;

@@ -110,10 +110,6 @@ struct REDLOCK_API MasterStats {
   std::uint64_t timeouts = 0;
   /// Handshakes completed after the first: connections lost and made again.
   std::uint64_t reconnects = 0;
-  /// rediss:// only: reconnects whose TLS handshake resumed the session of
-  /// the connection before (the server kept it: it did not restart), a
-  /// shorter handshake with no certificate sent or checked again.
-  std::uint64_t tls_resumed = 0;
   /// Smoothed round-trip time of its recent replies (weight 1/8 per reply,
   /// as TCP's); 0 before the first reply.
   std::chrono::microseconds rtt{0};
