@@ -30,9 +30,11 @@ constexpr std::uint64_t linger_ms = 100;
 // every third of that while it listens, and as it hears each release there
 // (an unlock that publishes deletes the marker).
 constexpr std::uint64_t min_marker_ms = 3000;
-// How often a line queued away from the key's usual gate checks whether that
-// gate votes again (see watch_gate()).
+// How often a queued line checks that its queue is still at the key's gate
+// (see watch_gate()).
 constexpr std::uint64_t gate_watch_ms = 25;
+// Past this many lines that emptied lately, those whose queue has expired are forgotten.
+constexpr std::size_t left_to_keep = 64;
 
 }  // namespace
 
@@ -106,10 +108,33 @@ void Waiters::leave(const std::string& key, Waiter& waiter, bool woken_by_queue)
   }
   // Out of the queue, or the wake meant for the next one is swallowed here.
   leave_queues(key, it->second);
+  remember_left(key, it->second);
   const Master* woken_at = it->second.woken_at;
   lines_.erase(it);
   if (woken_by_queue && woken_at != nullptr) pass_wake_on(*woken_at, key);
   idle(key);
+}
+
+// A gate may pop the line's entry before its ZREM arrives, and publish the
+// wake to a Client that no longer waits: on_wake passes it on, unless the
+// Client closes first. For as long as the queue there may live, close()
+// passes it on for these lines too.
+void Waiters::remember_left(const std::string& key, const Line& line) {
+  if (line.asked_at.empty() && line.woken_at == nullptr) return;
+  std::uint64_t now = uv_now(loop_);
+  if (left_.size() >= left_to_keep) {
+    for (auto it = left_.begin(); it != left_.end();) {
+      it = it->second.until <= now ? left_.erase(it) : std::next(it);
+    }
+  }
+  Left& left = left_[key];
+  auto add = [&left](const Master* gate) {
+    if (std::find(left.gates.begin(), left.gates.end(), gate) == left.gates.end()) left.gates.push_back(gate);
+  };
+  for (const Master* gate : line.asked_at) add(gate);
+  if (line.woken_at != nullptr) add(line.woken_at);
+  auto queue_life = static_cast<std::uint64_t>((options_.retry_delay + options_.retry_jitter).count()) + 1000;
+  left.until = now + queue_life;
 }
 
 void Waiters::watch(const std::string& key, Waiter& watcher) {
@@ -247,14 +272,16 @@ void Waiters::queued(const std::string& key, const Master& gate) {
   if (it == lines_.end()) return;
   it->second.queued_at = &gate;
   idle(key);
-  if (&gate != gates(key).usual) watch_gate();
+  watch_gate();
 }
 
-// A line queued at a master that is the gate only while the usual one (the
-// key's top-ranked master) does not vote: when that one votes again, unlocks
-// wake the queue there, and nothing wakes ours. Master::voting() changes
-// without an event (a reconnect, a restart quarantine running out), so the
-// lines queued so check it every gate_watch_ms while there are any.
+// Unlocks wake the queue at the gate they see, the key's top-ranked voting
+// master. A line's queue stops being there when that master stops voting
+// (its command connection timed out, while the subscriber there, which sends
+// nothing, stays up) or when a higher-ranked one votes again (a reconnect, a
+// restart quarantine running out); then nothing wakes ours. Master::voting()
+// changes without an event that says so, so while any line is queued the
+// lines check every gate_watch_ms.
 void Waiters::watch_gate() {
   if (!gate_watch_) {
     gate_watch_ = make_timer(loop_, this);
@@ -275,9 +302,7 @@ void Waiters::check_gates() {
   for (auto& entry : lines_) {
     const Line& line = entry.second;
     if (line.queued_at == nullptr) continue;
-    Gates g = gates(entry.first);
-    if (line.queued_at == g.usual) continue;
-    if (g.voting != line.queued_at) {
+    if (gate(entry.first) != line.queued_at) {
       moved.push_back(entry.first);
     } else {
       any = true;
@@ -577,15 +602,18 @@ void Waiters::close() {
   // gate may already have popped us (its wake unread on a subscriber that
   // closes now, the key reserved for us): the wake goes on to the next
   // Client, after the ZREM, as leave() passes on a wake no attempt used.
+  // Lines that emptied lately may get such a wake too (remember_left()).
   for (const auto& entry : lines_) {
-    const Line& line = entry.second;
-    leave_queues(entry.first, line);
-    for (const Master* gate : line.asked_at) pass_wake_on(*gate, entry.first);
-    if (line.woken_at != nullptr &&
-        std::find(line.asked_at.begin(), line.asked_at.end(), line.woken_at) == line.asked_at.end())
-      pass_wake_on(*line.woken_at, entry.first);
+    leave_queues(entry.first, entry.second);
+    remember_left(entry.first, entry.second);
   }
   lines_.clear();
+  std::uint64_t now = uv_now(loop_);
+  for (const auto& entry : left_) {
+    if (entry.second.until <= now) continue;
+    for (const Master* gate : entry.second.gates) pass_wake_on(*gate, entry.first);
+  }
+  left_.clear();
   watchers_.clear();
   wake_confirmed_.clear();
   subscribed_.clear();

@@ -180,6 +180,7 @@ class Waiters {
   void tell_watchers(const std::string& key, std::string_view message);
   void pass_wake_on(const Master& gate, const std::string& key);
   void leave_queues(const std::string& key, const Line& line);
+  void remember_left(const std::string& key, const Line& line);
   void watch_gate();
   void check_gates();
 
@@ -190,6 +191,11 @@ class Waiters {
   std::vector<std::uint64_t> rendezvous_hashes_;  // of options_.masters, by Master::index()
   const std::string wake_channel_;
   std::unordered_map<std::string, Line> lines_;
+  struct Left {
+    std::vector<const Master*> gates;  // every gate the line asked to queue it, or that woke it
+    std::uint64_t until = 0;           // uv_now() ms: the queues there have expired
+  };
+  std::unordered_map<std::string, Left> left_;  // lines that emptied lately (remember_left())
   std::unordered_map<std::string, std::vector<Waiter*>> watchers_;
   struct Yield {
     std::uint64_t until;  // uv_now() ms
@@ -200,9 +206,9 @@ class Waiters {
       contended_;  // key -> uv_now() ms until which it counts as contended
   std::unordered_map<std::string, Subscription> subscribed_;
   std::shared_ptr<Confirmations> confirmations_;
-  Timer linger_;      // unsubscribes the keys idle for a linger
-  Timer remark_;      // marks the keys listened to again
-  Timer gate_watch_;  // runs while a line is queued away from its key's usual gate
+  Timer linger_;                                      // unsubscribes the keys idle for a linger
+  Timer remark_;                                      // marks the keys listened to again
+  Timer gate_watch_;                                  // runs while a line is queued
   std::vector<std::unique_ptr<Master>> subscribers_;  // empty until the first refusal
   std::vector<bool> wake_confirmed_;                  // per subscriber: SUBSCRIBE of wake_channel_ answered
 };

@@ -1224,6 +1224,97 @@ TEST_CASE(
   REQUIRE(loop.close());
 }
 
+// helper-28's review: the gate's command connections time out (it is
+// paused), but a waiter's subscriber there, which sends nothing, stays up:
+// the waiter stayed queued where no unlock wakes, to its retry_delay.
+TEST_CASE(
+    "a waiter queued at its gate moves to the next master when the gate stops voting, and wakes at the "
+    "release",
+    "[wait][queue]") {
+  Cluster masters(3);
+  LoopFixture loop;
+  {
+    Options options = masters.options();
+    Client holder(loop.get(), options);
+    Client waiter_client(loop.get(), slow_polling(options));
+    Answer held = try_lock_everywhere(loop, holder, masters, "stalled", 30s);
+    std::size_t gate = gate_of("{stalled}", options);
+    std::size_t second = second_gate_of("{stalled}", options);
+    Waiting waiter(waiter_client, "stalled", 10s, 20s);
+    std::string channel = queued_alone(loop, masters, gate, "{stalled}");
+    // Queued, it stops listening to releases after a linger: the gate has
+    // answered that UNSUBSCRIBE before it pauses.
+    REQUIRE(loop.run_until(
+        [&] {
+          for (std::size_t i = 0; i < masters.size(); ++i) {
+            if (masters[i].command({"PUBSUB", "NUMSUB", "{stalled}:released"}) != "{stalled}:released 0")
+              return false;
+          }
+          return true;
+        },
+        5s));
+    masters[gate].pause();
+    // A command each, which the paused gate never answers: it stops voting
+    // for both Clients.
+    for (Client* client : {&waiter_client, &holder}) {
+      Answer other = try_lock(loop, *client, "stalled-other", 1s);
+      REQUIRE_FALSE(other.error);  // two of three
+      CHECK_FALSE(unlock(loop, *client, other.lock));
+      REQUIRE(loop.run_until([&] { return client->stats().masters[gate].state != MasterState::up; }, 5s));
+    }
+    REQUIRE(loop.run_until([&] { return queue_at(masters[second], "{stalled}") == channel; }, 5s));
+    auto released = steady::now();
+    REQUIRE_FALSE(unlock(loop, holder, held.lock));
+    REQUIRE(loop.run_until([&] { return waiter.done(); }, 5s));
+    REQUIRE_FALSE(waiter.answer->error);
+    CHECK(*waiter.answered_at - released < 1s);  // not its retry_delay (10 s)
+    masters[gate].resume();
+    CHECK_FALSE(unlock(loop, waiter_client, waiter.answer->lock));
+    waiter_client.close(nullptr);
+  }
+  REQUIRE(loop.close());
+}
+
+// helper-28's review: a waiter cancelled as the gate popped it, its Client
+// closed before it read the wake, left the key reserved for nobody, and the
+// next waiter slept to its retry_delay. The unlock here is another
+// process's, run on the masters while our loop does not run.
+TEST_CASE("a waiter cancelled and closed as the gate wakes it passes the wake on to the next",
+          "[wait][queue]") {
+  Cluster masters(3);
+  LoopFixture loop;
+  {
+    Options options = slow_polling(masters.options());
+    Client holder(loop.get(), masters.options());
+    Client first_client(loop.get(), options);
+    Client second_client(loop.get(), options);
+    Answer held = try_lock_everywhere(loop, holder, masters, "passed", 30s);
+    std::size_t gate = gate_of("{passed}", options);
+    Waiting first(first_client, "passed", 10s, 20s);
+    queued_alone(loop, masters, gate, "{passed}");
+    Waiting second(second_client, "passed", 10s, 20s);
+    REQUIRE(loop.run_until([&] { return masters[gate].command({"ZCARD", "{passed}:queue"}) == "2"; }, 5s));
+    std::string reservation = std::to_string(options.command_timeout.count());
+    for (std::size_t i = 0; i < masters.size(); ++i) {
+      const Script& script = i == gate ? scripts::unlock_and_wake : scripts::unlock;
+      std::vector<std::string> argv{"EVAL",     std::string(script.body), "2",
+                                    "{passed}", "{passed}:listening",     held.lock.value};
+      if (i == gate) argv.push_back(reservation);
+      masters[i].command(argv);
+    }
+    REQUIRE(masters[gate].command({"EXISTS", "{passed}:reserved"}) == "1");  // kept for the first
+    first_client.cancel(first.id);
+    first_client.close(nullptr);
+    auto released = steady::now();
+    REQUIRE(loop.run_until([&] { return second.done(); }, 15s));
+    REQUIRE_FALSE(second.answer->error);
+    CHECK(*second.answered_at - released < 1s);  // not its retry_delay (10 s)
+    CHECK_FALSE(unlock(loop, second_client, second.answer->lock));
+    second_client.close(nullptr);
+  }
+  REQUIRE(loop.close());
+}
+
 TEST_CASE("an unlock from a Client whose connections are not up yet wakes the waiter queued at the gate",
           "[wait][queue]") {
   Cluster masters(3);
