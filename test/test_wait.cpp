@@ -75,6 +75,16 @@ std::size_t second_gate_of(const std::string& key, const Options& options) {
   return second >= gate ? second + 1 : second;
 }
 
+// Makes the paused master `gate` stop voting for `client`: a command it never
+// answers drops the client's command connection there (its subscriber
+// connection, which sends nothing, stays up).
+void stop_voting_at(LoopFixture& loop, Client& client, std::size_t gate, const std::string& resource) {
+  Answer other = try_lock(loop, client, resource, 1s);
+  REQUIRE_FALSE(other.error);  // the other masters are a majority
+  CHECK_FALSE(unlock(loop, client, other.lock));
+  REQUIRE(loop.run_until([&] { return client.stats().masters[gate].state != MasterState::up; }, 5s));
+}
+
 bool queue_empties(LoopFixture& loop, RedisServer& master, const std::string& key) {
   return loop.run_until([&] { return queue_at(master, key).empty(); }, 3s);
 }
@@ -1196,13 +1206,8 @@ TEST_CASE(
     Waiting first(waiter_client, "requeued", 10s, 300ms);
     REQUIRE(loop.run_until([&] { return first.done(); }, 5s));
     REQUIRE(first.answer->error == errc::timeout);
-    // A command that the paused gate never answers drops the waiter's
-    // command connection there: the gate does not vote for its Client.
     masters[gate].pause();
-    Answer other = try_lock(loop, waiter_client, "requeued-other", 10s);
-    REQUIRE_FALSE(other.error);  // two of three
-    CHECK_FALSE(unlock(loop, waiter_client, other.lock));
-    REQUIRE(loop.run_until([&] { return waiter_client.stats().masters[gate].state != MasterState::up; }, 5s));
+    stop_voting_at(loop, waiter_client, gate, "requeued-other");
     Waiting waiter(waiter_client, "requeued", 10s, 20s);
     REQUIRE(loop.run_until([&] { return !queue_at(masters[second], "{requeued}").empty(); }, 5s));
     std::string channel = queue_at(masters[second], "{requeued}");
@@ -1254,14 +1259,8 @@ TEST_CASE(
         },
         5s));
     masters[gate].pause();
-    // A command each, which the paused gate never answers: it stops voting
-    // for both Clients.
-    for (Client* client : {&waiter_client, &holder}) {
-      Answer other = try_lock(loop, *client, "stalled-other", 1s);
-      REQUIRE_FALSE(other.error);  // two of three
-      CHECK_FALSE(unlock(loop, *client, other.lock));
-      REQUIRE(loop.run_until([&] { return client->stats().masters[gate].state != MasterState::up; }, 5s));
-    }
+    stop_voting_at(loop, waiter_client, gate, "stalled-other");
+    stop_voting_at(loop, holder, gate, "stalled-other");
     REQUIRE(loop.run_until([&] { return queue_at(masters[second], "{stalled}") == channel; }, 5s));
     auto released = steady::now();
     REQUIRE_FALSE(unlock(loop, holder, held.lock));
