@@ -354,7 +354,6 @@ bool Waiters::first_in_line(const std::string& key, const Waiter& waiter) const 
 void Waiters::released_by_us(const std::string& key, std::string_view value, long long others,
                              std::chrono::microseconds round_trip) {
   if (others <= 0) return;
-  check_claimed_later(key);
   // Others wait: this Client's next lock() of it asks the gate first, where
   // it queues behind them. One that was not refused lately yields too, lest
   // it win the gate before the woken one arrives.
@@ -372,47 +371,6 @@ void Waiters::released_by_us(const std::string& key, std::string_view value, lon
   // meanwhile, so the pause costs the releaser nothing it could have had.
   auto pause = std::chrono::ceil<std::chrono::milliseconds>(4 * round_trip).count();
   yields_[key] = Yield{now + static_cast<std::uint64_t>(std::max<long long>(pause, 2)), std::string(value)};
-}
-
-// Our unlock told others: maybe the head of the queue at the gate, which
-// keeps the key for it for command_timeout. A woken Client that stops
-// before it claims (its process paused) leaves the key reserved for nobody
-// and the rest of the queue asleep, hearing no release. Twice that time
-// later, the gate is asked to wake the next Client if the key is still free
-// and no longer reserved (wake_next, on behalf of no wake channel: it frees
-// no one's reservation).
-void Waiters::check_claimed_later(const std::string& key) {
-  const Master* g = gate(key);
-  if (g == nullptr) return;
-  if (!claim_check_) {
-    claim_check_ = make_timer(loop_, this);
-    uv_unref(reinterpret_cast<uv_handle_t*>(claim_check_.get()));  // best effort: never keeps the loop
-  }
-  auto delay = static_cast<std::uint64_t>(2 * options_.command_timeout.count());
-  claim_checks_.push_back(ClaimCheck{key, g->index(), uv_now(loop_) + delay});
-  if (uv_is_active(reinterpret_cast<uv_handle_t*>(claim_check_.get())) == 0) {
-    uv_timer_start(
-        claim_check_.get(), [](uv_timer_t* t) { owner_of<Waiters>(t)->check_claimed(); }, delay, 0);
-  }
-}
-
-// Sends the checks that are due (they are in due order: one delay for all)
-// and waits for the next.
-void Waiters::check_claimed() {
-  std::uint64_t now = uv_now(loop_);
-  auto reservation = std::to_string(options_.command_timeout.count());
-  while (!claim_checks_.empty() && claim_checks_.front().due <= now) {
-    const ClaimCheck& c = claim_checks_.front();
-    masters_[c.master]->send(Command::script(scripts::wake_next, {c.key, keys::queue(c.key),
-                                                                  keys::reservation(c.key), reservation, ""}),
-                             {});
-    claim_checks_.pop_front();
-  }
-  if (!claim_checks_.empty()) {
-    uv_timer_start(
-        claim_check_.get(), [](uv_timer_t* t) { owner_of<Waiters>(t)->check_claimed(); },
-        claim_checks_.front().due - now, 0);
-  }
 }
 
 std::uint64_t Waiters::yield_until(const std::string& key) const {
@@ -662,8 +620,6 @@ void Waiters::close() {
   linger_.close();
   remark_.close();
   gate_watch_.close();
-  claim_checks_.clear();
-  claim_check_.close();
   subscribers_.clear();
 }
 

@@ -183,8 +183,6 @@ class Waiters {
   void remember_left(const std::string& key, const Line& line);
   void watch_gate();
   void check_gates();
-  void check_claimed_later(const std::string& key);
-  void check_claimed();
 
   uv_loop_t* loop_;
   const Options& options_;
@@ -208,16 +206,9 @@ class Waiters {
       contended_;  // key -> uv_now() ms until which it counts as contended
   std::unordered_map<std::string, Subscription> subscribed_;
   std::shared_ptr<Confirmations> confirmations_;
-  Timer linger_;      // unsubscribes the keys idle for a linger
-  Timer remark_;      // marks the keys listened to again
-  Timer gate_watch_;  // runs while a line is queued
-  struct ClaimCheck {
-    std::string key;
-    std::size_t master;  // Master::index() of the gate our unlock woke
-    std::uint64_t due;   // uv_now() ms
-  };
-  std::deque<ClaimCheck> claim_checks_;  // check_claimed_later(), in due order
-  Timer claim_check_;
+  Timer linger_;                                      // unsubscribes the keys idle for a linger
+  Timer remark_;                                      // marks the keys listened to again
+  Timer gate_watch_;                                  // runs while a line is queued
   std::vector<std::unique_ptr<Master>> subscribers_;  // empty until the first refusal
   std::vector<bool> wake_confirmed_;                  // per subscriber: SUBSCRIBE of wake_channel_ answered
 };

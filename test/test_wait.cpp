@@ -1,4 +1,3 @@
-#include <hiredis/hiredis.h>
 #include <catch2/catch.hpp>
 
 #include <redlock/redlock.hpp>
@@ -1311,46 +1310,6 @@ TEST_CASE("a waiter cancelled and closed as the gate wakes it passes the wake on
     CHECK(*second.answered_at - released < 1s);  // not its retry_delay (10 s)
     CHECK_FALSE(unlock(loop, second_client, second.answer->lock));
     second_client.close(nullptr);
-  }
-  REQUIRE(loop.close());
-}
-
-// helper-29's review: the head of the queue is woken (its connection hears
-// the wake) but its process is stopped and never claims. Here a connection
-// subscribed to a wake channel of its own, which never claims, stands for it
-// at the head of the queue; the waiter behind it must not sleep to its
-// retry_delay once the reservation for the stopped one has run out.
-TEST_CASE("a waiter queued behind a woken head that never claims gets the lock after the reservation",
-          "[wait][queue]") {
-  Cluster masters(3);
-  LoopFixture loop;
-  {
-    Options options = slow_polling(masters.options());
-    Client holder(loop.get(), masters.options());
-    Client waiter_client(loop.get(), options);
-    Answer held = try_lock_everywhere(loop, holder, masters, "unclaimed", 30s);
-    std::size_t gate = gate_of("{unclaimed}", options);
-    Waiting waiter(waiter_client, "unclaimed", 10s, 20s);
-    std::string channel = queued_alone(loop, masters, gate, "{unclaimed}");
-    std::unique_ptr<redisContext, decltype(&redisFree)> stopped(
-        redisConnect("127.0.0.1", masters[gate].port()), &redisFree);
-    REQUIRE(stopped);
-    REQUIRE(stopped->err == 0);
-    auto* subscribed = static_cast<redisReply*>(redisCommand(stopped.get(), "SUBSCRIBE wake:stopped"));
-    REQUIRE(subscribed != nullptr);
-    freeReplyObject(subscribed);
-    std::string score = masters[gate].command({"ZSCORE", "{unclaimed}:queue", channel});
-    REQUIRE(masters[gate].command(
-                {"ZADD", "{unclaimed}:queue", std::to_string(std::stoll(score) - 1), "wake:stopped"}) == "1");
-    auto released = steady::now();
-    REQUIRE_FALSE(unlock(loop, holder, held.lock));
-    REQUIRE(masters[gate].command({"GET", "{unclaimed}:reserved"}) == "wake:stopped");
-    REQUIRE(loop.run_until([&] { return waiter.done(); }, 15s));
-    REQUIRE_FALSE(waiter.answer->error);
-    // The reservation (command_timeout) and the releaser's check after twice that.
-    CHECK(*waiter.answered_at - released < 1s);  // not its retry_delay (10 s)
-    CHECK_FALSE(unlock(loop, waiter_client, waiter.answer->lock));
-    waiter_client.close(nullptr);
   }
   REQUIRE(loop.close());
 }
