@@ -133,8 +133,7 @@ void Waiters::remember_left(const std::string& key, const Line& line) {
   };
   for (const Master* gate : line.asked_at) add(gate);
   if (line.woken_at != nullptr) add(line.woken_at);
-  auto queue_life = static_cast<std::uint64_t>((options_.retry_delay + options_.retry_jitter).count()) + 1000;
-  left.until = now + queue_life;
+  left.until = now + static_cast<std::uint64_t>(queue_life().count());
 }
 
 void Waiters::watch(const std::string& key, Waiter& watcher) {
@@ -201,8 +200,14 @@ void Waiters::mark(const std::string& key, std::size_t master) {
 // as the queue does: a marker lost to a stalled loop or a paused master then
 // costs no more than that timer would anyway.
 std::uint64_t Waiters::marker_ms() const {
-  auto fallback = static_cast<std::uint64_t>((options_.retry_delay + options_.retry_jitter).count()) + 1000;
-  return std::max(min_marker_ms, fallback);
+  return std::max(min_marker_ms, static_cast<std::uint64_t>(queue_life().count()));
+}
+
+// How long a gate's queue outlives our last attempt that refreshed it: a
+// living waiter asks again within retry_delay + jitter (its fallback timer).
+milliseconds Waiters::queue_life() const {
+  return std::chrono::duration_cast<milliseconds>(options_.retry_delay + options_.retry_jitter +
+                                                  std::chrono::seconds(1));
 }
 
 // Marks `key` on each master that carries its subscription.
@@ -262,9 +267,7 @@ void Waiters::asked(const std::string& key, const Master& gate) {
 void Waiters::leave_queues(const std::string& key, const Line& line) {
   if (line.asked_at.empty()) return;
   auto command = Command::plain({"ZREM", keys::queue(key), wake_channel_});
-  auto patience = std::chrono::duration_cast<milliseconds>(options_.retry_delay + options_.retry_jitter +
-                                                           std::chrono::seconds(1));
-  for (const Master* gate : line.asked_at) masters_[gate->index()]->send(command, {}, patience);
+  for (const Master* gate : line.asked_at) masters_[gate->index()]->send(command, {}, queue_life());
 }
 
 void Waiters::queued(const std::string& key, const Master& gate) {

@@ -167,6 +167,7 @@ class Waiters {
   void mark_carriers(const std::string& key);
   void mark_everywhere(const std::string& key);
   std::uint64_t marker_ms() const;
+  milliseconds queue_life() const;
   void remark();
   void on_message(const Master& subscriber, std::string_view channel, std::string_view message);
   void on_wake(const Master& subscriber, const std::string& key);
